@@ -1,0 +1,2 @@
+//! etcd-lab-node
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! etcd-lab-services
+#![forbid(unsafe_code)]

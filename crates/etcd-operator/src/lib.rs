@@ -1,0 +1,2 @@
+//! The etcd operator library: API types, pure planner, etcd layer, reconciler.
+#![forbid(unsafe_code)]

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds the pinned upstream binaries that etcd-lab runs (kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl, and etcd/etcdctl/etcdutl
+# for each etcd minor line) from the official Go modules under tools/.
+#
+# Output goes to "$ETCD_LAB_CACHE/upstream/<module>-<pin hash>/", outside the
+# repository (default ETCD_LAB_CACHE=$HOME/.cache/etcd-lab), so a clean clone
+# on the same machine reuses it. A set whose go.mod/go.sum are unchanged is
+# skipped. Prints the directory of each set, one per line, on stdout.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cache="${ETCD_LAB_CACHE:-$HOME/.cache/etcd-lab}"
+export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly
+
+pin_dir() {
+	local module_dir="$1"
+	local hash
+	hash="$(cat "$module_dir/go.mod" "$module_dir/go.sum" | sha256sum | cut -c1-12)"
+	echo "$cache/upstream/$(basename "$module_dir")-$hash"
+}
+
+build_set() {
+	local module_dir="$1" ldflags="$2"
+	shift 2
+	local out
+	out="$(pin_dir "$module_dir")"
+	if [[ -f "$out/.complete" ]]; then
+		echo "$out"
+		return
+	fi
+	mkdir -p "$out"
+	local start=$SECONDS
+	for pkg in "$@"; do
+		local name
+		name="$(basename "$pkg")"
+		case "$pkg" in
+		go.etcd.io/etcd/server/v3) name=etcd ;;
+		go.etcd.io/etcd/etcdctl/v3) name=etcdctl ;;
+		go.etcd.io/etcd/etcdutl/v3) name=etcdutl ;;
+		esac
+		echo "building $name ($(basename "$module_dir"))" >&2
+		(cd "$module_dir" && go build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg")
+		mv "$out/$name.tmp" "$out/$name"
+	done
+	echo "$((SECONDS - start))" >"$out/.build-seconds"
+	touch "$out/.complete"
+	echo "$out"
+}
+
+kube_version="$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/kubernetes/go.mod")"
+kube_minor="$(echo "$kube_version" | cut -d. -f2)"
+kube_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	kube_ldflags+=" -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kube_minor"
+	kube_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+done
+
+for etcd_dir in "$here"/etcd-*/; do
+	build_set "${etcd_dir%/}" "-s -w" \
+		go.etcd.io/etcd/server/v3 \
+		go.etcd.io/etcd/etcdctl/v3 \
+		go.etcd.io/etcd/etcdutl/v3
+done
+
+build_set "$here/kubernetes" "$kube_ldflags" \
+	k8s.io/kubernetes/cmd/kube-apiserver \
+	k8s.io/kubernetes/cmd/kube-controller-manager \
+	k8s.io/kubernetes/cmd/kube-scheduler \
+	k8s.io/kubernetes/cmd/kubectl
