@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the system packages the lab and the build need (Debian), as root.
+# Skips apt entirely when everything is already present.
+set -euo pipefail
+need=()
+command -v nft >/dev/null || need+=(nftables)
+command -v protoc >/dev/null || need+=(protobuf-compiler)
+command -v ip >/dev/null || need+=(iproute2)
+command -v ps >/dev/null || need+=(procps)
+command -v python3 >/dev/null || need+=(python3)
+command -v curl >/dev/null || need+=(curl)
+if ((${#need[@]})); then
+	echo "installing: ${need[*]}" >&2
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+command -v go >/dev/null || { echo "go is required (Go 1.26 or newer)" >&2; exit 1; }
+command -v cargo >/dev/null || { echo "cargo is required (Rust 1.89 or newer)" >&2; exit 1; }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The test command: lint, generated-file drift, unit and property tests,
+# integration tests against real etcd, and end-to-end tests on the lab.
+# Needs root (the lab creates network namespaces) and `make setup` done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "format"
+cargo fmt --all --check
+
+step "clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "CRD drift: deploy/ must match the Rust types"
+./target/release/etcd-operator crd >/tmp/etcd-operator-crd.yaml
+diff -u deploy/crds/etcdclusters.yaml /tmp/etcd-operator-crd.yaml
+
+step "unit, property and etcd integration tests"
+cargo test --workspace --locked --lib --bins
+cargo test -p etcd-operator --locked --test etcd_layer
+
+step "end-to-end tests on the lab (one lab at a time)"
+./target/release/etcd-lab down >/dev/null 2>&1 || true
+for t in $(ls crates/etcd-lab/tests/*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//'); do
+	cargo test -p etcd-lab --locked --release --test "$t" -- --test-threads=1 --nocapture
+done
+for t in $(ls crates/etcd-operator/tests/e2e_*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//'); do
+	cargo test -p etcd-operator --locked --release --test "$t" -- --test-threads=1 --nocapture
+done
