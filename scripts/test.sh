@@ -17,9 +17,9 @@ step "CRD drift: deploy/ must match the Rust types"
 ./target/release/etcd-operator crd >/tmp/etcd-operator-crd.yaml
 diff -u deploy/crds/etcdclusters.yaml /tmp/etcd-operator-crd.yaml
 
-step "unit, property and etcd integration tests"
-cargo test --workspace --locked --lib --bins
-cargo test -p etcd-operator --locked --test etcd_layer
+step "unit, property and etcd integration tests (release profile: one build for everything)"
+cargo test --workspace --locked --release --lib --bins
+cargo test -p etcd-operator --locked --release --test etcd_layer
 
 step "end-to-end tests on the lab (one lab at a time)"
 ./target/release/etcd-lab down >/dev/null 2>&1 || true

@@ -1,2 +1,7 @@
-//! etcd-lab-node
+//! etcd-lab-node: the lab's node agent (plays the kubelet), the container
+//! runner (`etcd-lab run-container`) and the lab network.
 #![forbid(unsafe_code)]
+
+pub mod agent;
+pub mod container;
+pub mod network;
