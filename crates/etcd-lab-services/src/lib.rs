@@ -1,2 +1,68 @@
-//! etcd-lab-services
+//! Cluster services of etcd-lab, run as one process (`etcd-lab services`) in
+//! the host network namespace:
+//!
+//! - [`storage`]: StorageClasses `lab-network` and `lab-local`, a dynamic
+//!   provisioner, the attacher of `network.etcd-lab.dev`, reclaim and
+//!   expansion;
+//! - [`dns`]: an authoritative DNS server for the cluster domain, built from
+//!   Services, EndpointSlices and Pods;
+//! - [`proxy`]: ClusterIP load balancing with nftables in the router
+//!   namespace, as kube-proxy does.
 #![forbid(unsafe_code)]
+
+mod config;
+pub mod dns;
+mod error;
+pub mod proxy;
+pub mod storage;
+
+pub use config::ServicesConfig;
+pub use error::ServicesError;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::signal::unix::{SignalKind, signal};
+
+/// Runs the provisioner, the attacher, the DNS server and the service proxy
+/// until SIGTERM or SIGINT. Returns an error if any of them fails for good.
+pub async fn run(config: ServicesConfig) -> Result<(), ServicesError> {
+    let service_cidr: proxy::Ipv4Cidr = config
+        .service_cidr
+        .parse()
+        .map_err(|e: proxy::ProxyError| ServicesError::InvalidConfig(e.to_string()))?;
+    let client = client(&config).await?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(ServicesError::Signal)?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(ServicesError::Signal)?;
+
+    let storage = storage::run(client.clone(), config.lab_dir.clone());
+    let dns = dns::run(
+        client.clone(),
+        config.dns_listen,
+        config.cluster_domain.clone(),
+    );
+    let proxy = proxy::run(client, config.router_netns.clone(), service_cidr);
+    tracing::info!(dns = %config.dns_listen, netns = %config.router_netns, "cluster services starting");
+    tokio::select! {
+        result = storage => result?,
+        result = dns => result?,
+        result = proxy => result?,
+        _ = sigterm.recv() => tracing::info!("SIGTERM: stopping"),
+        _ = sigint.recv() => tracing::info!("SIGINT: stopping"),
+    }
+    Ok(())
+}
+
+async fn client(config: &ServicesConfig) -> Result<kube::Client, ServicesError> {
+    let kubeconfig =
+        Kubeconfig::read_from(&config.kubeconfig).map_err(|source| ServicesError::Kubeconfig {
+            path: config.kubeconfig.clone(),
+            source,
+        })?;
+    let client_config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|source| ServicesError::Kubeconfig {
+                path: config.kubeconfig.clone(),
+                source,
+            })?;
+    kube::Client::try_from(client_config).map_err(ServicesError::Client)
+}

@@ -1,0 +1,35 @@
+//! Errors of the services process.
+
+use std::path::PathBuf;
+
+/// Why the services process could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum ServicesError {
+    #[error("cannot read config {path}: {source}")]
+    ReadConfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot parse config {path}: {source}")]
+    ParseConfig {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    #[error("cannot load kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cannot build Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+    #[error("storage: {0}")]
+    Storage(#[from] crate::storage::StorageError),
+    #[error("dns: {0}")]
+    Dns(#[from] crate::dns::DnsError),
+    #[error("service proxy: {0}")]
+    Proxy(#[from] crate::proxy::ProxyError),
+    #[error("cannot install signal handler: {0}")]
+    Signal(#[source] std::io::Error),
+}
