@@ -1,0 +1,253 @@
+//! Prometheus metrics of the operator (prefix `etcd_operator_`).
+//!
+//! Labels stay bounded: per-cluster series are removed when the cluster is
+//! deleted ([`Metrics::forget_cluster`]).
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// `step` and `category` of a failed reconcile.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// Pipeline step that failed: `observe`, `plan`, `act`, `status`.
+    pub step: String,
+    /// Error category: `transient`, `invalid_spec`, `conflict`, ...
+    pub category: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClusterLabels {
+    namespace: String,
+    cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemberLabels {
+    namespace: String,
+    cluster: String,
+    state: String,
+}
+
+/// Member counts of one cluster as last observed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClusterGauges {
+    /// Members the spec asks for.
+    pub desired: i64,
+    /// Members etcd lists (voters and learners).
+    pub members: i64,
+    /// Members that answered their health check.
+    pub healthy: i64,
+    /// Learners among the members.
+    pub learners: i64,
+    /// Whether a majority of voters is healthy (etcd serves).
+    pub quorum: bool,
+}
+
+/// All metrics of the operator, cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    reconciles: Counter,
+    errors: Family<ErrorLabels, Counter>,
+    actions: Family<ActionLabels, Counter>,
+    reconcile_seconds: Histogram,
+    members: Family<MemberLabels, Gauge>,
+    quorum: Family<ClusterLabels, Gauge>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("etcd_operator");
+        let reconciles = Counter::default();
+        registry.register("reconciles", "Reconcile passes started", reconciles.clone());
+        let errors = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "reconcile_errors",
+            "Failed reconcile passes by step and error category",
+            errors.clone(),
+        );
+        let actions = Family::<ActionLabels, Counter>::default();
+        registry.register(
+            "actions",
+            "Actions taken on clusters, by kind",
+            actions.clone(),
+        );
+        let reconcile_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of a reconcile pass",
+            reconcile_seconds.clone(),
+        );
+        let members = Family::<MemberLabels, Gauge>::default();
+        registry.register(
+            "cluster_members",
+            "Members of each cluster by state (desired, members, healthy, learners)",
+            members.clone(),
+        );
+        let quorum = Family::<ClusterLabels, Gauge>::default();
+        registry.register(
+            "cluster_quorum",
+            "1 while a majority of the cluster's voters is healthy, 0 while quorum is lost",
+            quorum.clone(),
+        );
+        Self {
+            registry: Arc::new(registry),
+            reconciles,
+            errors,
+            actions,
+            reconcile_seconds,
+            members,
+            quorum,
+        }
+    }
+
+    /// Counts a reconcile pass.
+    pub fn reconcile_started(&self) {
+        self.reconciles.inc();
+    }
+
+    /// Records how long a pass took.
+    pub fn reconcile_finished(&self, seconds: f64) {
+        self.reconcile_seconds.observe(seconds);
+    }
+
+    /// Counts a failed pass.
+    pub fn reconcile_failed(&self, step: &str, category: &str) {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                step: step.to_owned(),
+                category: category.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts an action taken.
+    pub fn action_taken(&self, kind: &str) {
+        self.actions
+            .get_or_create(&ActionLabels {
+                kind: kind.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Publishes the member counts and quorum state of one cluster.
+    pub fn set_cluster(&self, namespace: &str, cluster: &str, gauges: ClusterGauges) {
+        for (state, value) in member_states(gauges) {
+            self.members
+                .get_or_create(&member_labels(namespace, cluster, state))
+                .set(value);
+        }
+        self.quorum
+            .get_or_create(&cluster_labels(namespace, cluster))
+            .set(i64::from(gauges.quorum));
+    }
+
+    /// Drops the series of a deleted cluster.
+    pub fn forget_cluster(&self, namespace: &str, cluster: &str) {
+        for (state, _) in member_states(ClusterGauges::default()) {
+            self.members
+                .remove(&member_labels(namespace, cluster, state));
+        }
+        self.quorum.remove(&cluster_labels(namespace, cluster));
+    }
+
+    /// The OpenMetrics text exposition of every metric.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+fn member_states(gauges: ClusterGauges) -> [(&'static str, i64); 4] {
+    [
+        ("desired", gauges.desired),
+        ("members", gauges.members),
+        ("healthy", gauges.healthy),
+        ("learners", gauges.learners),
+    ]
+}
+
+fn member_labels(namespace: &str, cluster: &str, state: &str) -> MemberLabels {
+    MemberLabels {
+        namespace: namespace.to_owned(),
+        cluster: cluster.to_owned(),
+        state: state.to_owned(),
+    }
+}
+
+fn cluster_labels(namespace: &str, cluster: &str) -> ClusterLabels {
+    ClusterLabels {
+        namespace: namespace.to_owned(),
+        cluster: cluster.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposes_counters_and_cluster_gauges() {
+        let metrics = Metrics::new();
+        metrics.reconcile_started();
+        metrics.reconcile_failed("observe", "transient");
+        metrics.action_taken("create_pod");
+        metrics.set_cluster(
+            "default",
+            "main",
+            ClusterGauges {
+                desired: 3,
+                members: 3,
+                healthy: 1,
+                learners: 0,
+                quorum: false,
+            },
+        );
+        let text = metrics.encode().expect("encodes");
+        assert!(text.contains("etcd_operator_reconciles_total 1"), "{text}");
+        assert!(text.contains(
+            "etcd_operator_reconcile_errors_total{step=\"observe\",category=\"transient\"} 1"
+        ));
+        assert!(text.contains("etcd_operator_actions_total{kind=\"create_pod\"} 1"));
+        assert!(text.contains(
+            "etcd_operator_cluster_members{namespace=\"default\",cluster=\"main\",state=\"healthy\"} 1"
+        ));
+        assert!(
+            text.contains("etcd_operator_cluster_quorum{namespace=\"default\",cluster=\"main\"} 0")
+        );
+    }
+
+    #[test]
+    fn forgets_a_deleted_cluster() {
+        let metrics = Metrics::new();
+        metrics.set_cluster("default", "gone", ClusterGauges::default());
+        metrics.forget_cluster("default", "gone");
+        let text = metrics.encode().expect("encodes");
+        assert!(!text.contains("cluster=\"gone\""), "{text}");
+    }
+}
