@@ -1,0 +1,309 @@
+//! `etcd-lab run-container`: turns the current process into the container.
+//!
+//! Order matters: join the cgroup (so every later process is tracked), join
+//! the pod's network namespace, unshare mount + UTS, make every mount
+//! private, build the root in a tmpfs, chroot, drop to the container's
+//! user, exec. No fork: the agent's child *is* the container process.
+
+use std::convert::Infallible;
+use std::ffi::CString;
+use std::fs::File;
+use std::os::unix::fs::symlink;
+use std::path::{Component, Path, PathBuf};
+
+use nix::mount::{MsFlags, mount};
+use nix::sched::{CloneFlags, setns, unshare};
+use nix::unistd::{Gid, Uid, chdir, chroot, execve, setgid, setgroups, sethostname, setuid};
+
+use super::ContainerError;
+use super::spec::{ContainerSpec, resolve_executable};
+
+/// Host directories shared read-only with every container.
+const HOST_DIRS: &[&str] = &["usr", "bin", "sbin", "lib", "lib64", "etc"];
+
+/// Reads the spec at `spec_path` and execs the container. Returns only on error.
+pub fn run_container(spec_path: &Path) -> Result<Infallible, ContainerError> {
+    let spec = ContainerSpec::load(spec_path)?;
+    exec_container(&spec)
+}
+
+/// Execs the container described by `spec`. Returns only on error.
+pub fn exec_container(spec: &ContainerSpec) -> Result<Infallible, ContainerError> {
+    if spec.argv.is_empty() {
+        return Err(ContainerError::Spec("empty argv".into()));
+    }
+    if let Some(cgroup) = &spec.cgroup {
+        join_cgroup(cgroup)?;
+    }
+    let netns_path = Path::new("/run/netns").join(&spec.netns);
+    let netns =
+        File::open(&netns_path).map_err(|e| io(format!("open {}", netns_path.display()), e))?;
+    setns(&netns, CloneFlags::CLONE_NEWNET).map_err(|e| sys("setns (net)", e))?;
+    drop(netns);
+    let mut flags = CloneFlags::CLONE_NEWNS;
+    if spec.hostname.is_some() {
+        flags |= CloneFlags::CLONE_NEWUTS;
+    }
+    unshare(flags).map_err(|e| sys("unshare", e))?;
+    if let Some(hostname) = &spec.hostname {
+        sethostname(hostname).map_err(|e| sys("sethostname", e))?;
+    }
+    do_mount(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        "make / private",
+    )?;
+    build_root(spec)?;
+    chroot(&spec.root_dir).map_err(|e| sys("chroot", e))?;
+    chdir("/").map_err(|e| sys("chdir /", e))?;
+    if let Some(dir) = &spec.working_dir {
+        std::fs::create_dir_all(dir).ok();
+        chdir(dir).map_err(|e| sys(&format!("chdir {}", dir.display()), e))?;
+    }
+    let executable = resolve_executable(&spec.argv[0], &spec.env, |p| Path::new(p).is_file())
+        .ok_or_else(|| ContainerError::NotFound(spec.argv[0].clone()))?;
+    let path = cstring(&executable)?;
+    let argv = spec
+        .argv
+        .iter()
+        .map(|a| cstring(a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let env = spec
+        .env
+        .iter()
+        .map(|(k, v)| cstring(&format!("{k}={v}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    drop_privileges(spec)?;
+    execve(&path, &argv, &env).map_err(|e| sys(&format!("exec {executable}"), e))
+}
+
+fn join_cgroup(cgroup: &Path) -> Result<(), ContainerError> {
+    std::fs::create_dir_all(cgroup).map_err(|e| io(format!("create {}", cgroup.display()), e))?;
+    let procs = cgroup.join("cgroup.procs");
+    std::fs::write(&procs, std::process::id().to_string())
+        .map_err(|e| io(format!("write {}", procs.display()), e))
+}
+
+fn drop_privileges(spec: &ContainerSpec) -> Result<(), ContainerError> {
+    let gid = spec.gid.or(spec.uid).map(Gid::from_raw);
+    let mut groups: Vec<Gid> = spec
+        .supplementary_groups
+        .iter()
+        .copied()
+        .map(Gid::from_raw)
+        .collect();
+    if let Some(g) = gid
+        && !groups.contains(&g)
+    {
+        groups.insert(0, g);
+    }
+    if spec.uid.is_some() || spec.gid.is_some() || !groups.is_empty() {
+        setgroups(&groups).map_err(|e| sys("setgroups", e))?;
+    }
+    if let Some(g) = gid {
+        setgid(g).map_err(|e| sys("setgid", e))?;
+    }
+    if let Some(u) = spec.uid {
+        setuid(Uid::from_raw(u)).map_err(|e| sys("setuid", e))?;
+    }
+    Ok(())
+}
+
+/// Mounts the root tmpfs at `spec.root_dir` and fills it.
+fn build_root(spec: &ContainerSpec) -> Result<(), ContainerError> {
+    let root = &spec.root_dir;
+    std::fs::create_dir_all(root).map_err(|e| io(format!("create {}", root.display()), e))?;
+    do_mount(
+        Some(Path::new("tmpfs")),
+        root,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID,
+        "mount root tmpfs",
+    )?;
+    for dir in HOST_DIRS {
+        let host = Path::new("/").join(dir);
+        let inside = root.join(dir);
+        match std::fs::symlink_metadata(&host) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = std::fs::read_link(&host)
+                    .map_err(|e| io(format!("readlink {}", host.display()), e))?;
+                symlink(&target, &inside)
+                    .map_err(|e| io(format!("symlink {}", inside.display()), e))?;
+            }
+            Ok(_) => bind(&host, &inside, true)?,
+            Err(_) => {}
+        }
+    }
+    // Image files: a small tmpfs over /usr/local/bin holding one bind per file.
+    if !spec.image_files.is_empty() {
+        let bin = root.join("usr/local/bin");
+        if !bin.is_dir() {
+            return Err(ContainerError::Spec(
+                "the host has no /usr/local/bin to mount the image on".into(),
+            ));
+        }
+        do_mount(
+            Some(Path::new("tmpfs")),
+            &bin,
+            Some("tmpfs"),
+            MsFlags::empty(),
+            "mount image tmpfs",
+        )?;
+        for file in &spec.image_files {
+            bind(&file.source, &bin.join(&file.name), true)?;
+        }
+        remount_read_only(&bin)?;
+    }
+    let tmp = root.join("tmp");
+    mkdir(&tmp)?;
+    do_mount_data(
+        Some(Path::new("tmpfs")),
+        &tmp,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "mode=1777",
+        "mount /tmp",
+    )?;
+    for dir in ["run", "var/tmp", "root"] {
+        mkdir(&root.join(dir))?;
+    }
+    let proc = root.join("proc");
+    mkdir(&proc)?;
+    do_mount(
+        Some(Path::new("proc")),
+        &proc,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        "mount /proc",
+    )?;
+    let dev = root.join("dev");
+    mkdir(&dev)?;
+    do_mount(
+        Some(Path::new("/dev")),
+        &dev,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        "bind /dev",
+    )?;
+    let sys_dir = root.join("sys");
+    mkdir(&sys_dir)?;
+    bind(Path::new("/sys"), &sys_dir, true)?;
+    if root.join("etc").is_dir() {
+        bind(&spec.hosts_file, &root.join("etc/hosts"), true)?;
+        bind(&spec.resolv_conf, &root.join("etc/resolv.conf"), true)?;
+    }
+    for m in &spec.mounts {
+        let target = inside_root(root, &m.target)?;
+        bind(&m.source, &target, m.read_only)?;
+    }
+    Ok(())
+}
+
+/// Joins an absolute container path to the root, refusing `..`.
+pub(crate) fn inside_root(root: &Path, target: &Path) -> Result<PathBuf, ContainerError> {
+    let mut out = root.to_path_buf();
+    for c in target.components() {
+        match c {
+            Component::Normal(part) => out.push(part),
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(ContainerError::Spec(format!(
+                    "mount path {} leaves the container",
+                    target.display()
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn bind(source: &Path, target: &Path, read_only: bool) -> Result<(), ContainerError> {
+    let meta =
+        std::fs::metadata(source).map_err(|e| io(format!("stat {}", source.display()), e))?;
+    if meta.is_dir() {
+        mkdir(target)?;
+    } else if !target.exists() {
+        if let Some(parent) = target.parent() {
+            mkdir(parent)?;
+        }
+        File::create(target).map_err(|e| io(format!("create {}", target.display()), e))?;
+    }
+    do_mount(
+        Some(source),
+        target,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        &format!("bind {}", source.display()),
+    )?;
+    if read_only {
+        remount_read_only(target)?;
+    }
+    Ok(())
+}
+
+fn remount_read_only(target: &Path) -> Result<(), ContainerError> {
+    do_mount(
+        None,
+        target,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+        &format!("remount {} read-only", target.display()),
+    )
+}
+
+fn mkdir(dir: &Path) -> Result<(), ContainerError> {
+    std::fs::create_dir_all(dir).map_err(|e| io(format!("create {}", dir.display()), e))
+}
+
+fn do_mount(
+    source: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: MsFlags,
+    what: &str,
+) -> Result<(), ContainerError> {
+    mount(source, target, fstype, flags, None::<&str>).map_err(|e| sys(what, e))
+}
+
+fn do_mount_data(
+    source: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: MsFlags,
+    data: &str,
+    what: &str,
+) -> Result<(), ContainerError> {
+    mount(source, target, fstype, flags, Some(data)).map_err(|e| sys(what, e))
+}
+
+fn cstring(s: &str) -> Result<CString, ContainerError> {
+    CString::new(s).map_err(|_| ContainerError::Spec(format!("NUL byte in {s:?}")))
+}
+
+fn io(context: String, source: std::io::Error) -> ContainerError {
+    ContainerError::Io { context, source }
+}
+
+fn sys(context: &str, source: nix::Error) -> ContainerError {
+    ContainerError::Sys {
+        context: context.to_owned(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_targets_stay_inside_root() {
+        let root = Path::new("/r");
+        assert_eq!(
+            inside_root(root, Path::new("/var/lib/etcd")).ok(),
+            Some(PathBuf::from("/r/var/lib/etcd"))
+        );
+        assert!(inside_root(root, Path::new("/../etc")).is_err());
+    }
+}
