@@ -1,3 +1,5 @@
 //! The etcd operator library: API types, pure planner, etcd layer, reconciler.
 #![forbid(unsafe_code)]
+pub mod etcd;
+pub mod member_guard;
 pub mod telemetry;

@@ -1,0 +1,264 @@
+//! Connections to etcd endpoints: one client per endpoint, so every answer
+//! is attributed to the member that gave it, short connect timeouts so dead
+//! endpoints are skipped quickly, and a deadline on every request.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions, GetOptions};
+
+use super::error::{EtcdError, RequestSubject, classify};
+use super::types::{EndpointStatus, MemberHealth, MemberId};
+
+/// The key read by health checks, as `etcdctl endpoint health` does. It
+/// need not exist: a read that answers is what counts.
+const HEALTH_KEY: &str = "health";
+
+/// Timeouts of the etcd layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectSettings {
+    /// How long to wait for a TCP/HTTP2 connection to an endpoint.
+    pub connect_timeout: Duration,
+    /// Deadline of every request (connection included).
+    pub request_timeout: Duration,
+}
+
+impl Default for ConnectSettings {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_millis(1500),
+            // Below etcd's own 7 s request timeout, so a stuck proposal
+            // shows up here as our timeout rather than hanging a reconcile.
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Whether requests through a connection require the member to know a
+/// leader (etcd's `hasleader` metadata), failing fast with "no leader".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum LeaderRequirement {
+    /// Member-local requests (status, serializable reads) that must work
+    /// without quorum.
+    Local,
+    /// Requests that need a working quorum.
+    RequireLeader,
+}
+
+/// A set of etcd endpoints and lazily opened clients for each of them.
+pub(crate) struct EndpointClients {
+    endpoints: Vec<String>,
+    settings: ConnectSettings,
+    clients: Mutex<HashMap<(String, LeaderRequirement), Client>>,
+}
+
+impl EndpointClients {
+    pub(crate) fn new(
+        endpoints: impl IntoIterator<Item = impl Into<String>>,
+        settings: ConnectSettings,
+    ) -> Result<Self, EtcdError> {
+        let mut unique: Vec<String> = Vec::new();
+        for endpoint in endpoints {
+            let endpoint = endpoint.into().trim().to_string();
+            if endpoint.is_empty() {
+                continue;
+            }
+            if !unique.contains(&endpoint) {
+                unique.push(endpoint);
+            }
+        }
+        if unique.is_empty() {
+            return Err(EtcdError::NoEndpoints);
+        }
+        Ok(Self {
+            endpoints: unique,
+            settings,
+            clients: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub(crate) fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
+    pub(crate) fn settings(&self) -> ConnectSettings {
+        self.settings
+    }
+
+    async fn client(
+        &self,
+        endpoint: &str,
+        requirement: LeaderRequirement,
+        operation: &'static str,
+    ) -> Result<Client, EtcdError> {
+        let key = (endpoint.to_string(), requirement);
+        if let Some(client) = self.cached(&key) {
+            return Ok(client);
+        }
+        let options = ConnectOptions::new()
+            .with_connect_timeout(self.settings.connect_timeout)
+            .with_timeout(self.settings.request_timeout)
+            .with_keep_alive(Duration::from_secs(10), self.settings.connect_timeout)
+            .with_require_leader(requirement == LeaderRequirement::RequireLeader);
+        // Connecting is lazy: the first request opens the connection.
+        let client = Client::connect([endpoint], Some(options))
+            .await
+            .map_err(|e| classify(endpoint, operation, RequestSubject::None, e))?;
+        if let Ok(mut clients) = self.clients.lock() {
+            clients.insert(key, client.clone());
+        }
+        Ok(client)
+    }
+
+    fn cached(&self, key: &(String, LeaderRequirement)) -> Option<Client> {
+        self.clients
+            .lock()
+            .ok()
+            .and_then(|clients| clients.get(key).cloned())
+    }
+
+    /// Forgets the connection to an endpoint after a transport failure, so
+    /// the next request reconnects from scratch.
+    fn forget(&self, endpoint: &str) {
+        if let Ok(mut clients) = self.clients.lock() {
+            clients.retain(|(e, _), _| e != endpoint);
+        }
+    }
+
+    /// Runs one request against one endpoint under the request deadline.
+    pub(crate) async fn call<T, F, Fut>(
+        &self,
+        endpoint: &str,
+        requirement: LeaderRequirement,
+        operation: &'static str,
+        subject: RequestSubject,
+        request: F,
+    ) -> Result<T, EtcdError>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let timeout = self.settings.request_timeout;
+        let attempt = async {
+            let client = self.client(endpoint, requirement, operation).await?;
+            request(client)
+                .await
+                .map_err(|e| classify(endpoint, operation, subject, e))
+        };
+        let result = match tokio::time::timeout(timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(EtcdError::Timeout {
+                endpoint: endpoint.to_string(),
+                operation,
+                timeout,
+            }),
+        };
+        if let Err(error) = &result
+            && (error.is_unreachable() || matches!(error, EtcdError::Timeout { .. }))
+        {
+            self.forget(endpoint);
+        }
+        result
+    }
+
+    /// Maintenance.Status of one endpoint. Works without quorum.
+    pub(crate) async fn status(&self, endpoint: &str) -> Result<EndpointStatus, EtcdError> {
+        let operation = "status";
+        let response = self
+            .call(
+                endpoint,
+                LeaderRequirement::Local,
+                operation,
+                RequestSubject::None,
+                |mut client| async move { client.status().await },
+            )
+            .await?;
+        let header = response.header().ok_or_else(|| EtcdError::Request {
+            endpoint: endpoint.to_string(),
+            operation,
+            message: "response without header".to_string(),
+        })?;
+        Ok(EndpointStatus {
+            endpoint: endpoint.to_string(),
+            member_id: header.member_id(),
+            cluster_id: header.cluster_id(),
+            leader_id: Some(response.leader()).filter(|id| *id != 0),
+            revision: header.revision(),
+            raft_term: response.raft_term(),
+            raft_index: response.raft_index(),
+            raft_applied_index: response.raft_applied_index(),
+            db_size: response.db_size(),
+            db_size_in_use: response.raft_used_db_size(),
+            db_size_quota: response.db_size_quota(),
+            version: response.version().to_string(),
+            storage_version: response.storage_version().to_string(),
+            is_learner: response.is_learner(),
+            errors: response.errors().to_vec(),
+        })
+    }
+
+    /// A serializable read served by the member alone: answers without
+    /// quorum, so it says whether this member's process and store work.
+    pub(crate) async fn local_read(&self, endpoint: &str) -> Result<MemberId, EtcdError> {
+        let response = self
+            .call(
+                endpoint,
+                LeaderRequirement::Local,
+                "local health check",
+                RequestSubject::None,
+                |mut client| async move {
+                    client
+                        .get(
+                            HEALTH_KEY,
+                            Some(GetOptions::new().with_serializable().with_count_only()),
+                        )
+                        .await
+                },
+            )
+            .await?;
+        Ok(response.header().map(|h| h.member_id()).unwrap_or_default())
+    }
+
+    /// A linearizable read: only answers when a quorum of voters works.
+    pub(crate) async fn quorum_read(&self, endpoint: &str) -> Result<i64, EtcdError> {
+        let response = self
+            .call(
+                endpoint,
+                LeaderRequirement::RequireLeader,
+                "cluster health check",
+                RequestSubject::None,
+                |mut client| async move {
+                    client
+                        .get(HEALTH_KEY, Some(GetOptions::new().with_count_only()))
+                        .await
+                },
+            )
+            .await?;
+        Ok(response.header().map(|h| h.revision()).unwrap_or_default())
+    }
+
+    /// Local health of one endpoint: the status (for alarms) and a
+    /// serializable read. Never needs quorum (durability rule 9).
+    pub(crate) async fn local_health(
+        &self,
+        endpoint: &str,
+    ) -> (Result<EndpointStatus, EtcdError>, MemberHealth) {
+        let status = self.status(endpoint).await;
+        let health = match &status {
+            Err(error) if error.is_unreachable() || matches!(error, EtcdError::Timeout { .. }) => {
+                MemberHealth::Unreachable(error.to_string())
+            }
+            Err(error) => MemberHealth::Unhealthy(error.to_string()),
+            Ok(status) if !status.errors.is_empty() => {
+                MemberHealth::Unhealthy(format!("reports {}", status.errors.join("; ")))
+            }
+            Ok(_) => match self.local_read(endpoint).await {
+                Ok(_) => MemberHealth::Healthy,
+                Err(error) => MemberHealth::Unhealthy(error.to_string()),
+            },
+        };
+        (status, health)
+    }
+}

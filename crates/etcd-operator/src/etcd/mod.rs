@@ -1,0 +1,25 @@
+//! The etcd layer: talks to etcd members over their client endpoints and
+//! returns plain data ([`ObservedEtcd`], [`Member`], [`EndpointStatus`]) for
+//! the planner, and typed errors ([`EtcdError`] with an [`ErrorCategory`]).
+//!
+//! - [`observe`] / [`EtcdAdmin::observe`]: one snapshot of the cluster that
+//!   never fails on an outage; unreachable members are data.
+//! - [`EtcdAdmin`]: member list, add learner, promote, remove, status,
+//!   local and cluster health, leadership transfer, cluster ID.
+
+mod admin;
+mod client;
+mod error;
+mod membership;
+mod observe;
+mod types;
+
+pub use admin::{EtcdAdmin, LeaderEndpoint};
+pub use client::ConnectSettings;
+pub use error::{ErrorCategory, EtcdError};
+pub use membership::AddedMember;
+pub use observe::observe;
+pub use types::{
+    EndpointObservation, EndpointStatus, Member, MemberHealth, MemberId, MemberList, ObservedEtcd,
+    ObservedMember, format_id, parse_id,
+};
