@@ -4,4 +4,6 @@
 
 pub mod agent;
 pub mod container;
+pub mod image;
 pub mod network;
+pub mod pod;

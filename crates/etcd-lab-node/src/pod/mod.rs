@@ -1,0 +1,6 @@
+//! Running one pod: sandbox, containers, probes, restarts, status, deletion.
+
+pub mod backoff;
+pub mod dns;
+pub mod env;
+pub mod status;
