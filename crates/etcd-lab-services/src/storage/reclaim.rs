@@ -1,0 +1,181 @@
+//! Reclaim of released volumes: the data is removed and the PV deleted, as
+//! the external-provisioner does for `persistentVolumeReclaimPolicy: Delete`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
+
+use super::layout::{data_dir, remove_data};
+use super::{Context, PROVISIONER_FINALIZER, StorageError, is_not_found};
+
+/// What to do with a PV of this process.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReclaimStep {
+    Nothing,
+    /// Released with policy Delete: remove the data, then delete the PV.
+    DeleteVolume,
+    /// Being deleted: remove the data if the policy says so, then the
+    /// provisioner's finalizer.
+    Finalize {
+        remove_data: bool,
+    },
+}
+
+/// Decides the reclaim step of a PV (pure).
+pub fn plan_reclaim(volume: &PersistentVolume) -> ReclaimStep {
+    let delete_policy = volume
+        .spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
+        == Some("Delete");
+    if volume.metadata.deletion_timestamp.is_some() {
+        return if volume
+            .finalizers()
+            .iter()
+            .any(|f| f == PROVISIONER_FINALIZER)
+        {
+            ReclaimStep::Finalize {
+                remove_data: delete_policy,
+            }
+        } else {
+            ReclaimStep::Nothing
+        };
+    }
+    let released = volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
+    if released && delete_policy {
+        ReclaimStep::DeleteVolume
+    } else {
+        ReclaimStep::Nothing
+    }
+}
+
+/// Watches PVs until the watch ends.
+pub async fn run(ctx: Arc<Context>) {
+    let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
+    Controller::new(volumes, watcher::Config::default())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!("reclaim: {e}");
+            }
+        })
+        .await;
+}
+
+fn error_policy(volume: Arc<PersistentVolume>, error: &StorageError, _: Arc<Context>) -> Action {
+    tracing::warn!(volume = %volume.name_any(), "reclaim failed: {error}");
+    Action::requeue(Duration::from_secs(2))
+}
+
+async fn reconcile(
+    volume: Arc<PersistentVolume>,
+    ctx: Arc<Context>,
+) -> Result<Action, StorageError> {
+    // Only volumes this process provisioned have a data directory.
+    let Some(dir) = data_dir(&volume, &ctx.lab_dir) else {
+        return Ok(Action::await_change());
+    };
+    let api: Api<PersistentVolume> = Api::all(ctx.client.clone());
+    let name = volume.name_any();
+    match plan_reclaim(&volume) {
+        ReclaimStep::Nothing => {}
+        ReclaimStep::DeleteVolume => {
+            remove(&dir)?;
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    tracing::info!(volume = %name, path = %dir.display(), "released volume deleted")
+                }
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        ReclaimStep::Finalize { remove_data } => {
+            if remove_data {
+                remove(&dir)?;
+            }
+            let finalizers: Vec<&String> = volume
+                .finalizers()
+                .iter()
+                .filter(|f| *f != PROVISIONER_FINALIZER)
+                .collect();
+            let patch = serde_json::json!({"metadata": {
+                "finalizers": finalizers,
+                "resourceVersion": volume.resource_version(),
+            }});
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => tracing::info!(volume = %name, "volume finalized"),
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(Action::await_change())
+}
+
+fn remove(dir: &std::path::Path) -> Result<(), StorageError> {
+    remove_data(dir).map_err(|source| StorageError::Data {
+        path: dir.to_owned(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn volume(json: serde_json::Value) -> PersistentVolume {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn released_volume_with_delete_policy_is_deleted() {
+        let v = volume(serde_json::json!({
+            "metadata": {"name": "pvc-1"},
+            "spec": {"persistentVolumeReclaimPolicy": "Delete"},
+            "status": {"phase": "Released"}
+        }));
+        assert_eq!(plan_reclaim(&v), ReclaimStep::DeleteVolume);
+    }
+
+    #[test]
+    fn bound_or_retained_volumes_stay() {
+        let bound = volume(serde_json::json!({
+            "metadata": {"name": "pvc-1"},
+            "spec": {"persistentVolumeReclaimPolicy": "Delete"},
+            "status": {"phase": "Bound"}
+        }));
+        assert_eq!(plan_reclaim(&bound), ReclaimStep::Nothing);
+        let retained = volume(serde_json::json!({
+            "metadata": {"name": "pvc-1"},
+            "spec": {"persistentVolumeReclaimPolicy": "Retain"},
+            "status": {"phase": "Released"}
+        }));
+        assert_eq!(plan_reclaim(&retained), ReclaimStep::Nothing);
+    }
+
+    #[test]
+    fn deleted_volume_loses_data_then_finalizer() {
+        let v = volume(serde_json::json!({
+            "metadata": {
+                "name": "pvc-1",
+                "deletionTimestamp": "2025-01-01T00:00:00Z",
+                "finalizers": ["kubernetes.io/pv-protection", PROVISIONER_FINALIZER]
+            },
+            "spec": {"persistentVolumeReclaimPolicy": "Delete"},
+            "status": {"phase": "Released"}
+        }));
+        assert_eq!(
+            plan_reclaim(&v),
+            ReclaimStep::Finalize { remove_data: true }
+        );
+    }
+}
