@@ -2,4 +2,5 @@
 #![forbid(unsafe_code)]
 pub mod etcd;
 pub mod member_guard;
+pub mod reconcile;
 pub mod telemetry;

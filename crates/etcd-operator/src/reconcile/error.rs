@@ -1,0 +1,277 @@
+//! Errors of the reconcile pipeline: one enum per step, each error with a
+//! [`Category`] that decides the retry policy, the metric label and whether
+//! an Event is warranted.
+
+use std::time::Duration;
+
+use crate::etcd::{ErrorCategory as EtcdCategory, EtcdError};
+
+/// How the controller reacts to a failed pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Category {
+    /// Worth retrying soon: API server hiccup, timeout, leader election.
+    Transient,
+    /// Someone else changed the object first: re-observe and retry at once.
+    Conflict,
+    /// Nothing could be reached (API server or every etcd member). Keep
+    /// observing at a calm pace; never a reason for a destructive step.
+    Unreachable,
+    /// etcd or the API server refused the step as given; re-plan from a new
+    /// observation rather than repeating it.
+    Refused,
+    /// The spec cannot be acted on; wait for the next change instead of
+    /// hot-looping.
+    InvalidSpec,
+    /// The operator lacks a permission (RBAC); a person must fix it.
+    Forbidden,
+}
+
+impl Category {
+    /// Stable name used as the metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Transient => "transient",
+            Category::Conflict => "conflict",
+            Category::Unreachable => "unreachable",
+            Category::Refused => "refused",
+            Category::InvalidSpec => "invalid_spec",
+            Category::Forbidden => "forbidden",
+        }
+    }
+
+    /// Delay before the next attempt after an error of this category.
+    pub fn retry_after(self) -> Duration {
+        match self {
+            Category::Conflict => Duration::from_secs(1),
+            Category::Transient => Duration::from_secs(5),
+            Category::Refused => Duration::from_secs(10),
+            Category::Unreachable => Duration::from_secs(15),
+            Category::Forbidden => Duration::from_secs(60),
+            // A spec change triggers a reconcile by itself; this is only a
+            // slow safety net.
+            Category::InvalidSpec => Duration::from_secs(300),
+        }
+    }
+
+    /// Category of a Kubernetes API error.
+    pub fn of_kube(error: &kube::Error) -> Self {
+        match error {
+            kube::Error::Api(status) => match status.code {
+                409 => Category::Conflict,
+                401 | 403 => Category::Forbidden,
+                400 | 422 => Category::InvalidSpec,
+                _ => Category::Transient,
+            },
+            _ => Category::Transient,
+        }
+    }
+
+    /// Category of an etcd layer error.
+    pub fn of_etcd(error: &EtcdError) -> Self {
+        match error.category() {
+            EtcdCategory::Transient => Category::Transient,
+            EtcdCategory::Unreachable => Category::Unreachable,
+            EtcdCategory::Refused => Category::Refused,
+            EtcdCategory::Invalid => Category::InvalidSpec,
+        }
+    }
+}
+
+/// Reading the current state failed. Nothing is acted on after this.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    /// The cluster object has no namespace (cluster-scoped by mistake).
+    #[error("EtcdCluster {0} has no namespace")]
+    NoNamespace(String),
+    /// Listing a kind of child object failed.
+    #[error("cannot list {kind} of cluster {cluster}: {source}")]
+    List {
+        /// Kind listed.
+        kind: &'static str,
+        /// Cluster name.
+        cluster: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Reading a Node failed (other than not found, which is data).
+    #[error("cannot read node {node}: {source}")]
+    Node {
+        /// Node name.
+        node: String,
+        /// Cause.
+        source: kube::Error,
+    },
+}
+
+impl ObserveError {
+    /// Category of this error.
+    pub fn category(&self) -> Category {
+        match self {
+            ObserveError::NoNamespace(_) => Category::InvalidSpec,
+            ObserveError::List { source, .. } | ObserveError::Node { source, .. } => {
+                Category::of_kube(source)
+            }
+        }
+    }
+}
+
+/// Taking the planned action failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    /// Server-side apply of a child object failed.
+    #[error("cannot apply {kind} {name}: {source}")]
+    Apply {
+        /// Kind applied.
+        kind: &'static str,
+        /// Object name.
+        name: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// Deleting an object failed.
+    #[error("cannot delete {kind} {name}: {source}")]
+    Delete {
+        /// Kind deleted.
+        kind: &'static str,
+        /// Object name.
+        name: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// A child object could not be built from the spec.
+    #[error("cannot build {kind} {name}: {reason}")]
+    Build {
+        /// Kind built.
+        kind: &'static str,
+        /// Object name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A membership call to etcd failed.
+    #[error("etcd {operation} failed: {source}")]
+    Etcd {
+        /// What was asked of etcd.
+        operation: &'static str,
+        /// Cause.
+        source: EtcdError,
+    },
+}
+
+impl ActError {
+    /// Category of this error.
+    pub fn category(&self) -> Category {
+        match self {
+            ActError::Apply { source, .. } | ActError::Delete { source, .. } => {
+                Category::of_kube(source)
+            }
+            ActError::Build { .. } => Category::InvalidSpec,
+            ActError::Etcd { source, .. } => Category::of_etcd(source),
+        }
+    }
+}
+
+/// Writing the status failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// The status patch was refused or failed.
+    #[error("cannot write status of {cluster}: {source}")]
+    Patch {
+        /// Cluster name.
+        cluster: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// The status could not be serialized.
+    #[error("cannot serialize status of {cluster}: {source}")]
+    Serialize {
+        /// Cluster name.
+        cluster: String,
+        /// Cause.
+        source: serde_json::Error,
+    },
+}
+
+impl StatusError {
+    /// Category of this error.
+    pub fn category(&self) -> Category {
+        match self {
+            StatusError::Patch { source, .. } => Category::of_kube(source),
+            StatusError::Serialize { .. } => Category::InvalidSpec,
+        }
+    }
+}
+
+/// A failed reconcile pass, by step.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// Observing failed; nothing was done.
+    #[error(transparent)]
+    Observe(#[from] ObserveError),
+    /// The one planned action failed.
+    #[error(transparent)]
+    Act(#[from] ActError),
+    /// The status write failed.
+    #[error(transparent)]
+    Status(#[from] StatusError),
+}
+
+impl ReconcileError {
+    /// The pipeline step that failed, as a metric label.
+    pub fn step(&self) -> &'static str {
+        match self {
+            ReconcileError::Observe(_) => "observe",
+            ReconcileError::Act(_) => "act",
+            ReconcileError::Status(_) => "status",
+        }
+    }
+
+    /// Category of the error.
+    pub fn category(&self) -> Category {
+        match self {
+            ReconcileError::Observe(e) => e.category(),
+            ReconcileError::Act(e) => e.category(),
+            ReconcileError::Status(e) => e.category(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn kube_errors_map_to_categories() {
+        assert_eq!(Category::of_kube(&api_error(409)), Category::Conflict);
+        assert_eq!(Category::of_kube(&api_error(403)), Category::Forbidden);
+        assert_eq!(Category::of_kube(&api_error(422)), Category::InvalidSpec);
+        assert_eq!(Category::of_kube(&api_error(500)), Category::Transient);
+        assert_eq!(Category::of_kube(&api_error(503)), Category::Transient);
+    }
+
+    #[test]
+    fn invalid_specs_do_not_hot_loop() {
+        assert!(Category::InvalidSpec.retry_after() >= Duration::from_secs(60));
+        assert!(Category::Conflict.retry_after() < Category::Transient.retry_after());
+    }
+
+    #[test]
+    fn reconcile_error_names_its_step() {
+        let error = ReconcileError::from(ObserveError::NoNamespace("main".into()));
+        assert_eq!(error.step(), "observe");
+        assert_eq!(error.category(), Category::InvalidSpec);
+        let error = ReconcileError::from(StatusError::Patch {
+            cluster: "main".into(),
+            source: api_error(409),
+        });
+        assert_eq!(error.step(), "status");
+        assert_eq!(error.category(), Category::Conflict);
+    }
+}
