@@ -1,0 +1,289 @@
+//! The control plane: backing etcd, kube-apiserver, kube-controller-manager
+//! and kube-scheduler, each a detached process in the host network namespace.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::cgroup::LabCgroups;
+use crate::error::{LabError, Result};
+use crate::paths::LabPaths;
+use crate::pki::Pki;
+use crate::process::{self, ProcessSpec};
+use crate::upstream::Binaries;
+
+/// Client URL of the backing etcd.
+pub const BACKING_ETCD_CLIENT: &str = "http://127.0.0.1:2479";
+/// Peer URL of the backing etcd.
+pub const BACKING_ETCD_PEER: &str = "http://127.0.0.1:2480";
+/// The Service ClusterIP range.
+pub const SERVICE_CIDR: &str = "10.96.0.0/16";
+/// The API server's address on the lab network.
+pub const ADVERTISE_ADDRESS: &str = "10.244.0.1";
+
+/// A control-plane component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    BackingEtcd,
+    ApiServer,
+    ControllerManager,
+    Scheduler,
+}
+
+impl Component {
+    /// In start order.
+    pub const ALL: [Component; 4] = [
+        Component::BackingEtcd,
+        Component::ApiServer,
+        Component::ControllerManager,
+        Component::Scheduler,
+    ];
+
+    /// Name of its log file, pid file and cgroup.
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::BackingEtcd => "backing-etcd",
+            Component::ApiServer => "kube-apiserver",
+            Component::ControllerManager => "kube-controller-manager",
+            Component::Scheduler => "kube-scheduler",
+        }
+    }
+
+    /// Its cgroup below `etcd-lab/`.
+    pub fn cgroup(self) -> String {
+        format!("control-plane/{}", self.name())
+    }
+}
+
+/// Everything needed to build the control plane's command lines.
+pub struct ControlPlane<'a> {
+    pub paths: &'a LabPaths,
+    pub pki: &'a Pki,
+    pub binaries: &'a Binaries,
+    pub cgroups: &'a LabCgroups,
+    /// `--flag` -> value overrides for kube-controller-manager (without `--`).
+    pub controller_manager_flags: &'a BTreeMap<String, String>,
+}
+
+fn flag(name: &str, value: impl AsRef<std::ffi::OsStr>) -> OsString {
+    let mut arg = OsString::from(format!("--{name}="));
+    arg.push(value.as_ref());
+    arg
+}
+
+impl ControlPlane<'_> {
+    /// The process spec of a component.
+    pub fn spec(&self, component: Component) -> ProcessSpec {
+        let (program, args) = match component {
+            Component::BackingEtcd => (self.binaries.etcd(), self.etcd_args()),
+            Component::ApiServer => (self.binaries.kube("kube-apiserver"), self.apiserver_args()),
+            Component::ControllerManager => (
+                self.binaries.kube("kube-controller-manager"),
+                self.controller_manager_args(),
+            ),
+            Component::Scheduler => (self.binaries.kube("kube-scheduler"), self.scheduler_args()),
+        };
+        ProcessSpec {
+            name: component.name().to_owned(),
+            program,
+            args,
+            log: self.paths.log(component.name()),
+            pid_file: self.paths.pid_file(component.name()),
+            cgroup: component.cgroup(),
+            netns: None,
+        }
+    }
+
+    fn etcd_args(&self) -> Vec<OsString> {
+        vec![
+            flag("name", "backing"),
+            flag("data-dir", self.paths.backing_etcd()),
+            flag("listen-client-urls", BACKING_ETCD_CLIENT),
+            flag("advertise-client-urls", BACKING_ETCD_CLIENT),
+            flag("listen-peer-urls", BACKING_ETCD_PEER),
+            flag("initial-advertise-peer-urls", BACKING_ETCD_PEER),
+            flag("initial-cluster", format!("backing={BACKING_ETCD_PEER}")),
+            flag("initial-cluster-state", "new"),
+        ]
+    }
+
+    fn apiserver_args(&self) -> Vec<OsString> {
+        let pki = self.pki;
+        let kubelet_client = pki.client("apiserver-kubelet-client");
+        vec![
+            flag("etcd-servers", BACKING_ETCD_CLIENT),
+            flag("bind-address", "0.0.0.0"),
+            flag("secure-port", "6443"),
+            flag("advertise-address", ADVERTISE_ADDRESS),
+            flag("service-cluster-ip-range", SERVICE_CIDR),
+            flag("authorization-mode", "Node,RBAC"),
+            // The default admission chain (including DefaultTolerationSeconds)
+            // plus NodeRestriction, as kubeadm clusters run it.
+            flag("enable-admission-plugins", "NodeRestriction"),
+            flag("allow-privileged", "true"),
+            flag("client-ca-file", &pki.ca().cert),
+            flag("tls-cert-file", &pki.apiserver().cert),
+            flag("tls-private-key-file", &pki.apiserver().key),
+            flag(
+                "service-account-issuer",
+                "https://kubernetes.default.svc.cluster.local",
+            ),
+            flag("service-account-key-file", pki.service_account_pub()),
+            flag(
+                "service-account-signing-key-file",
+                pki.service_account_key(),
+            ),
+            flag("kubelet-client-certificate", &kubelet_client.cert),
+            flag("kubelet-client-key", &kubelet_client.key),
+            flag("kubelet-certificate-authority", &pki.ca().cert),
+            flag("kubelet-preferred-address-types", "InternalIP"),
+            flag("profiling", "false"),
+        ]
+    }
+
+    fn controller_manager_args(&self) -> Vec<OsString> {
+        let pki = self.pki;
+        let kubeconfig = self.paths.kubeconfigs().join("controller-manager");
+        let mut flags: BTreeMap<String, OsString> = [
+            ("kubeconfig", kubeconfig.clone().into_os_string()),
+            ("authentication-kubeconfig", kubeconfig.clone().into()),
+            ("authorization-kubeconfig", kubeconfig.into()),
+            ("bind-address", "127.0.0.1".into()),
+            ("controllers", "*".into()),
+            // One instance: no election, so a restart takes over at once.
+            ("leader-elect", "false".into()),
+            ("use-service-account-credentials", "true".into()),
+            ("cluster-signing-cert-file", pki.ca().cert.into()),
+            ("cluster-signing-key-file", pki.ca().key.into()),
+            ("root-ca-file", pki.ca().cert.into()),
+            (
+                "service-account-private-key-file",
+                pki.service_account_key().into(),
+            ),
+            ("service-cluster-ip-range", SERVICE_CIDR.into()),
+            ("profiling", "false".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        for (name, value) in self.controller_manager_flags {
+            flags.insert(name.clone(), value.into());
+        }
+        flags.iter().map(|(k, v)| flag(k, v)).collect()
+    }
+
+    fn scheduler_args(&self) -> Vec<OsString> {
+        let kubeconfig = self.paths.kubeconfigs().join("scheduler");
+        vec![
+            flag("kubeconfig", &kubeconfig),
+            flag("authentication-kubeconfig", &kubeconfig),
+            flag("authorization-kubeconfig", &kubeconfig),
+            flag("bind-address", "127.0.0.1"),
+            flag("leader-elect", "false"),
+            flag("profiling", "false"),
+        ]
+    }
+
+    /// Starts a component (unless it already runs) and waits until it is ready.
+    pub async fn start(&self, component: Component, timeout: Duration) -> Result<i32> {
+        let spec = self.spec(component);
+        let pid = match process::running(&spec.pid_file, self.cgroups, &spec.cgroup) {
+            Some(pid) => pid,
+            None => process::spawn(&spec, self.cgroups)?,
+        };
+        self.wait_ready(component, pid, &spec.log, timeout).await?;
+        Ok(pid)
+    }
+
+    async fn wait_ready(
+        &self,
+        component: Component,
+        pid: i32,
+        log: &Path,
+        timeout: Duration,
+    ) -> Result<()> {
+        let started = Instant::now();
+        let mut reason;
+        loop {
+            if !process::alive(pid) {
+                return Err(LabError::Exited {
+                    component: component.name().to_owned(),
+                    status: format!("pid {pid} is gone"),
+                    log: log.to_owned(),
+                    tail: process::log_tail(log, 30),
+                });
+            }
+            match self.probe(component).await {
+                Ok(()) => return Ok(()),
+                Err(e) => reason = e,
+            }
+            if started.elapsed() > timeout {
+                return Err(LabError::NotReady {
+                    component: component.name().to_owned(),
+                    seconds: timeout.as_secs(),
+                    reason,
+                    log: log.to_owned(),
+                    tail: process::log_tail(log, 30),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// One readiness probe; the error says why it is not ready.
+    pub async fn probe(&self, component: Component) -> std::result::Result<(), String> {
+        match component {
+            Component::BackingEtcd => {
+                let body = http_get_plain("127.0.0.1:2479", "/health").await?;
+                if body.contains("\"health\":\"true\"") {
+                    Ok(())
+                } else {
+                    Err(format!("/health answered {body}"))
+                }
+            }
+            Component::ApiServer => {
+                let client = crate::client::admin_client(&self.paths.kubeconfig())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                crate::client::get_text(&client, "/readyz")
+                    .await
+                    .map(|_| ())
+            }
+            Component::ControllerManager => {
+                crate::client::insecure_healthz("https://127.0.0.1:10257").await
+            }
+            Component::Scheduler => {
+                crate::client::insecure_healthz("https://127.0.0.1:10259").await
+            }
+        }
+    }
+}
+
+/// A plain HTTP/1.0 GET on loopback; returns the body of a 200 answer.
+async fn http_get_plain(address: &str, path: &str) -> std::result::Result<String, String> {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+            .await?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(2), exchange)
+        .await
+        .map_err(|_| format!("GET {address}{path} timed out"))?
+        .map_err(|e| format!("GET {address}{path}: {e}"))?;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    if head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200") {
+        Ok(body.to_owned())
+    } else {
+        Err(format!(
+            "GET {address}{path}: {}",
+            head.lines().next().unwrap_or_default()
+        ))
+    }
+}
