@@ -1,5 +1,6 @@
 //! The etcd operator library: API types, pure planner, etcd layer, reconciler.
 #![forbid(unsafe_code)]
+pub mod api;
 pub mod etcd;
 pub mod member_guard;
 pub mod reconcile;

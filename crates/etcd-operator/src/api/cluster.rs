@@ -1,0 +1,150 @@
+//! The `EtcdCluster` kind and its spec.
+
+use kube::{CustomResource, KubeSchema, core::Duration};
+use serde::{Deserialize, Serialize};
+
+use super::{EtcdClusterStatus, EtcdTuning, MemberPodTemplate, RecoverySpec, StorageSpec, version};
+
+/// Desired state of a durable etcd cluster.
+///
+/// The operator keeps one Pod and one PersistentVolumeClaim per member, named
+/// `<cluster>-<ordinal>`. It prefers losing availability for a while to
+/// losing data: members whose volumes still exist are always waited for, and
+/// a restore happens only when a person (or a policy they chose) says so.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "durable-etcd.io",
+    version = "v1alpha1",
+    kind = "EtcdCluster",
+    plural = "etcdclusters",
+    shortname = "etcdc",
+    namespaced,
+    status = "EtcdClusterStatus",
+    derive = "PartialEq",
+    doc = "A durable etcd cluster: members with stable identity that survive pod loss, node loss and loss of quorum.",
+    printcolumn(
+        name = "Replicas",
+        type_ = "integer",
+        json_path = ".spec.replicas",
+        description = "Desired number of voting members"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "integer",
+        json_path = ".status.readyMembers",
+        description = "Members that are healthy"
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".spec.version",
+        description = "etcd version"
+    ),
+    printcolumn(
+        name = "Available",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Available\")].status",
+        description = "Whether the cluster has quorum and serves"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "What the cluster is doing"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdClusterSpec {
+    /// Number of voting members, 1 to 9. Odd counts tolerate the most
+    /// failures per member; even counts are accepted and reported in status.
+    /// Changes are applied one member at a time, learners first.
+    #[serde(default = "default_replicas")]
+    #[schemars(range(min = 1, max = 9))]
+    pub replicas: i32,
+
+    /// etcd version, e.g. `3.6.16`. Defaults to the newest 3.6 release this
+    /// operator pins. A version the operator does not support is reported in
+    /// status and not rolled out.
+    #[serde(default = "default_version")]
+    #[schemars(pattern(r"^3\.(6|7)\.(0|[1-9][0-9]*)$"))]
+    pub version: String,
+
+    /// Persistent storage of each member's data directory.
+    #[serde(default)]
+    pub storage: StorageSpec,
+
+    /// Scheduling and metadata of the member Pods.
+    #[serde(default)]
+    pub pod: MemberPodTemplate,
+
+    /// etcd tuning flags.
+    #[serde(default)]
+    pub etcd: EtcdTuning,
+
+    /// How long a member whose Pod is unready on a NotReady node is waited
+    /// for before the operator considers acting (Go duration, e.g. `5m`;
+    /// default 5 minutes).
+    /// Even then it only moves a Pod whose node is confirmed gone (Node
+    /// deleted or tainted `node.kubernetes.io/out-of-service`), and only
+    /// replaces a member whose data is gone.
+    #[serde(default = "default_member_failure_timeout")]
+    #[x_kube(validation = kube::core::Rule::new("duration(self) >= duration('0s')").message("memberFailureTimeout must be a non-negative Go duration such as 5m"))]
+    pub member_failure_timeout: Duration,
+
+    /// Stops every action of the operator (maintenance). Status is still
+    /// reported; the phase says `Paused`.
+    #[serde(default)]
+    pub paused: bool,
+
+    /// What to do when the data of a majority of members is known lost.
+    #[serde(default)]
+    pub recovery: RecoverySpec,
+}
+
+fn default_replicas() -> i32 {
+    3
+}
+
+fn default_version() -> String {
+    version::DEFAULT.to_string()
+}
+
+fn default_member_failure_timeout() -> Duration {
+    std::time::Duration::from_secs(300).into()
+}
+
+impl Default for EtcdClusterSpec {
+    fn default() -> Self {
+        Self {
+            replicas: default_replicas(),
+            version: default_version(),
+            storage: StorageSpec::default(),
+            pod: MemberPodTemplate::default(),
+            etcd: EtcdTuning::default(),
+            member_failure_timeout: default_member_failure_timeout(),
+            paused: false,
+            recovery: RecoverySpec::default(),
+        }
+    }
+}
+
+impl EtcdClusterSpec {
+    /// `spec.replicas` as an unsigned count (the schema keeps it in 1..=9).
+    pub fn replica_count(&self) -> u32 {
+        u32::try_from(self.replicas).unwrap_or(0)
+    }
+
+    /// `spec.memberFailureTimeout` as a standard duration.
+    pub fn member_failure_timeout(&self) -> std::time::Duration {
+        if self.member_failure_timeout.is_negative() {
+            std::time::Duration::ZERO
+        } else {
+            self.member_failure_timeout.into()
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! Disaster recovery: what happens when the data of a majority is known lost.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Disaster recovery. It only ever applies when the data of a majority of
+/// members is known lost (volumes deleted, node-local volumes of deleted
+/// nodes, wiped or foreign data dirs), never because members are merely
+/// unreachable.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoverySpec {
+    /// `Manual` (default): wait until a person approves the restore by
+    /// setting `approvedIncarnation`. `NewestSurvivor`: restore from the
+    /// surviving member with the newest revision without waiting.
+    #[serde(default)]
+    pub policy: RecoveryPolicy,
+
+    /// Where the data of a restore comes from.
+    #[serde(default)]
+    pub source: RecoverySource,
+
+    /// One-shot approval of a restore: set it to the `status.clusterToken`
+    /// of the incarnation whose majority was lost. Because every restore
+    /// starts a new incarnation with a new token, an approval never applies
+    /// twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_incarnation: Option<String>,
+}
+
+/// Who decides that a restore happens.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RecoveryPolicy {
+    /// A person approves each restore through `approvedIncarnation`.
+    #[default]
+    Manual,
+    /// Restore from the surviving member with the newest revision as soon as
+    /// the loss of a majority's data is known.
+    NewestSurvivor,
+}
+
+/// Where the data of a restore comes from.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RecoverySource {
+    /// The surviving member with the newest revision.
+    #[default]
+    Survivor,
+    /// The newest backup (see `EtcdBackup`), when it is newer than every
+    /// survivor.
+    Backup,
+}

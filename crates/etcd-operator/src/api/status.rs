@@ -1,0 +1,211 @@
+//! Observed state of an `EtcdCluster`, written by the operator.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Observed state of the cluster. `observedGeneration` is written last: when
+/// it equals `metadata.generation`, the rest of the status reflects the
+/// current spec.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdClusterStatus {
+    /// The `metadata.generation` this status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// etcd cluster ID (hex), known once the cluster has formed.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "clusterID")]
+    pub cluster_id: Option<String>,
+
+    /// Token of the current cluster incarnation (`--initial-cluster-token`).
+    /// Chosen once at the first bootstrap and again only by an explicit
+    /// restore, which starts a new incarnation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_token: Option<String>,
+
+    /// Number of voting members the first bootstrap started with (every
+    /// member of the first bootstrap gets the same `--initial-cluster`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_replicas: Option<i32>,
+
+    /// What the cluster is doing, in one word.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+
+    /// One entry per member: etcd members and the ordinals the spec wants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberStatus>,
+
+    /// Number of members that are healthy.
+    #[serde(default)]
+    pub ready_members: i32,
+
+    /// The newest revision seen on any member; before a restore, compare it
+    /// with the revision the restore would keep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_revision: Option<i64>,
+
+    /// Conditions `Available`, `Degraded`, `Progressing`, `QuorumLost`,
+    /// `MajorityDataLost`, `Paused`. Their messages name the members
+    /// concerned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+
+    /// The last action the operator took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_operation: Option<LastOperation>,
+}
+
+/// The phase of a cluster.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Creating the members of the first bootstrap.
+    Bootstrapping,
+    /// Every member is healthy and the spec is applied.
+    Running,
+    /// The cluster serves, but a change is in progress (scaling, replacing).
+    Progressing,
+    /// The cluster serves but a member is missing or unhealthy.
+    Degraded,
+    /// Quorum is lost; the operator recreates Pods on the existing volumes and
+    /// waits for the members to return.
+    QuorumLost,
+    /// The data of a majority is known lost; a restore waits for the
+    /// recovery policy.
+    MajorityDataLost,
+    /// A restore into a new incarnation is in progress.
+    Recovering,
+    /// `spec.paused` is set; the operator takes no action.
+    Paused,
+}
+
+/// The role of a member in etcd.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberRole {
+    /// A voting member.
+    Voter,
+    /// A non-voting learner catching up before promotion.
+    Learner,
+}
+
+/// The state of one member.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    /// Member name, equal to its Pod name `<cluster>-<ordinal>`.
+    pub name: String,
+
+    /// etcd member ID (hex); unset for an ordinal that has no member yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+
+    /// Voter or Learner; unset while the member is not in the membership.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<MemberRole>,
+
+    /// Whether this member is the raft leader.
+    #[serde(default)]
+    pub leader: bool,
+
+    /// Whether the member answers its health check.
+    #[serde(default)]
+    pub healthy: bool,
+
+    /// Since when `healthy` has had its current value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_since: Option<Time>,
+
+    /// The member's Pod, if one exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+
+    /// The node the Pod is scheduled on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+
+    /// The member's PersistentVolumeClaim, if one exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvc: Option<String>,
+
+    /// The newest revision of the member's key-value store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+
+    /// The member's raft index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raft_index: Option<i64>,
+
+    /// What is wrong with the member, or what the operator is doing with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The last action the operator took.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LastOperation {
+    /// Kind of action, e.g. `CreatePod`, `RemoveMember`, `Wait`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// What was done and why.
+    pub description: String,
+    /// Whether it was issued, succeeded or failed.
+    pub state: OperationState,
+    /// When it was recorded.
+    pub time: Time,
+}
+
+/// The outcome of the last operation.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperationState {
+    /// Issued; the next observation shows its effect.
+    Issued,
+    /// Confirmed by observation.
+    Succeeded,
+    /// Failed; the operator retries with backoff.
+    Failed,
+}
+
+/// The condition types of an `EtcdCluster`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionType {
+    /// The cluster has quorum and serves requests.
+    Available,
+    /// A member is missing or unhealthy.
+    Degraded,
+    /// The operator is moving the cluster towards its spec.
+    Progressing,
+    /// Quorum is lost; the message names the members awaited.
+    QuorumLost,
+    /// The data of a majority of members is known lost.
+    MajorityDataLost,
+    /// `spec.paused` is set.
+    Paused,
+}
+
+impl ConditionType {
+    /// The `type` string of the condition.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Available => "Available",
+            Self::Degraded => "Degraded",
+            Self::Progressing => "Progressing",
+            Self::QuorumLost => "QuorumLost",
+            Self::MajorityDataLost => "MajorityDataLost",
+            Self::Paused => "Paused",
+        }
+    }
+}
+
+impl EtcdClusterStatus {
+    /// The condition of a type, if set.
+    pub fn condition(&self, type_: ConditionType) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == type_.as_str())
+    }
+
+    /// Whether a condition of a type is `True`.
+    pub fn is_true(&self, type_: ConditionType) -> bool {
+        self.condition(type_).is_some_and(|c| c.status == "True")
+    }
+}

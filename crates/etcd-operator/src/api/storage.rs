@@ -1,0 +1,55 @@
+//! Storage of the members' data directories.
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Persistent storage of each member: one PersistentVolumeClaim per member.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)").message("storage.storageClassName is immutable"))]
+#[x_kube(validation = kube::core::Rule::new("quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0").message("storage.size may only grow"))]
+pub struct StorageSpec {
+    /// StorageClass of the members' volumes; the cluster default when unset.
+    /// Immutable. A class whose volumes can attach on any node (network
+    /// disks) lets a member move when its node is confirmed gone; node-local
+    /// volumes are lost with their node and the member is then replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+
+    /// Size of each member's volume. May only grow (when the StorageClass
+    /// allows volume expansion).
+    #[serde(default = "default_size")]
+    pub size: Quantity,
+
+    /// What happens to a member's PVC when scale-down removes the member:
+    /// `Keep` (default) leaves it for a person to inspect and delete;
+    /// `Delete` deletes it once the member is removed and its Pod is gone.
+    #[serde(default)]
+    pub retention_policy: RetentionPolicy,
+}
+
+/// What happens to the PVC of a member removed by scale-down.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RetentionPolicy {
+    /// Keep the PVC; a person deletes it.
+    #[default]
+    Keep,
+    /// Delete the PVC once the member has been removed and its Pod is gone.
+    Delete,
+}
+
+fn default_size() -> Quantity {
+    Quantity("1Gi".to_string())
+}
+
+impl Default for StorageSpec {
+    fn default() -> Self {
+        Self {
+            storage_class_name: None,
+            size: default_size(),
+            retention_policy: RetentionPolicy::default(),
+        }
+    }
+}

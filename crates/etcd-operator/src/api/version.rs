@@ -1,0 +1,37 @@
+//! The etcd versions this release of the operator can run.
+
+/// etcd versions the project pins and tests, newest last per minor.
+pub const SUPPORTED: &[&str] = &["3.6.16", "3.7.3"];
+
+/// The version a cluster runs when `spec.version` is not set: the newest
+/// pinned 3.6 release.
+pub const DEFAULT: &str = "3.6.16";
+
+/// The schema pattern for `spec.version`: a 3.6 or 3.7 release.
+pub const PATTERN: &str = r"^3\.(6|7)\.(0|[1-9][0-9]*)$";
+
+/// Whether this operator release knows how to run `version`.
+pub fn is_supported(version: &str) -> bool {
+    SUPPORTED.contains(&version)
+}
+
+/// The container image of an etcd release.
+pub fn image(version: &str) -> String {
+    format!("registry.k8s.io/etcd:{version}-0")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_supported_and_matches_pattern() {
+        assert!(is_supported(DEFAULT));
+        assert!(DEFAULT.starts_with("3.6."));
+    }
+
+    #[test]
+    fn image_uses_the_official_registry() {
+        assert_eq!(image("3.6.16"), "registry.k8s.io/etcd:3.6.16-0");
+    }
+}
