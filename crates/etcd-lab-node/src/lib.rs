@@ -3,7 +3,9 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod cgroup;
 pub mod container;
 pub mod image;
 pub mod network;
 pub mod pod;
+pub mod volume;

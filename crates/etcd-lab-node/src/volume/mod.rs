@@ -1,0 +1,106 @@
+//! Pod volumes: PVC (local PV or lab-network CSI PV), emptyDir, configMap,
+//! secret, downwardAPI and projected (service-account token, ca.crt,
+//! namespace). Files are written under the pod's directory and bound into
+//! containers by the runner.
+
+mod files;
+mod persistent;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Pod, Volume};
+use kube::Client;
+
+pub use files::FileSet;
+pub use persistent::{CSI_DRIVER, attachment_name, unique_volume_name};
+
+/// Errors while preparing volumes.
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    /// Not ready yet (unbound PVC, not yet attached...): retried.
+    #[error("{0}")]
+    NotReady(String),
+    #[error("volume {volume}: {message}")]
+    Invalid { volume: String, message: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// Prepared volumes of a pod.
+#[derive(Debug, Clone, Default)]
+pub struct PreparedVolumes {
+    /// Volume name -> host directory.
+    pub paths: BTreeMap<String, PathBuf>,
+    /// Unique names of attachable volumes, for `node.status.volumesInUse`.
+    pub in_use: Vec<String>,
+}
+
+/// What volume preparation needs from the node.
+#[derive(Clone)]
+pub struct VolumeContext<'a> {
+    pub client: &'a Client,
+    pub node_name: &'a str,
+    pub pod_dir: &'a Path,
+    pub network_volumes_dir: &'a Path,
+    pub ca_cert: &'a Path,
+}
+
+/// Names of the attachable (CSI) volumes the pod uses, resolved without waiting.
+pub async fn attachable_volumes(ctx: &VolumeContext<'_>, pod: &Pod) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in pod_volumes(pod) {
+        if let Some(pvc) = &v.persistent_volume_claim
+            && let Ok(Some(name)) = persistent::csi_unique_name(ctx, pod, &pvc.claim_name).await
+        {
+            out.push(name);
+        }
+    }
+    out
+}
+
+fn pod_volumes(pod: &Pod) -> impl Iterator<Item = &Volume> {
+    pod.spec.iter().flat_map(|s| s.volumes.iter().flatten())
+}
+
+/// Prepares every volume of `pod`. `fs_group` chowns writable volumes.
+pub async fn prepare(ctx: &VolumeContext<'_>, pod: &Pod) -> Result<PreparedVolumes, VolumeError> {
+    let fs_group = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|s| s.fs_group)
+        .and_then(|g| u32::try_from(g).ok());
+    let mut out = PreparedVolumes::default();
+    for volume in pod_volumes(pod) {
+        let path = if let Some(pvc) = &volume.persistent_volume_claim {
+            let (path, unique) = persistent::prepare_claim(ctx, pod, &pvc.claim_name).await?;
+            out.in_use.extend(unique);
+            path
+        } else if volume.empty_dir.is_some() {
+            let dir = ctx.pod_dir.join("volumes/empty-dir").join(&volume.name);
+            files::mkdir(&dir)?;
+            dir
+        } else if volume.host_path.is_some() {
+            return Err(VolumeError::Invalid {
+                volume: volume.name.clone(),
+                message: "hostPath volumes are not supported by etcd-lab nodes".into(),
+            });
+        } else {
+            let set = files::file_volume(ctx, pod, volume).await?;
+            let dir = ctx.pod_dir.join("volumes/files").join(&volume.name);
+            set.write_to(&dir)?;
+            dir
+        };
+        if let Some(gid) = fs_group {
+            files::apply_fs_group(&path, gid)?;
+        }
+        out.paths.insert(volume.name.clone(), path);
+    }
+    Ok(out)
+}
