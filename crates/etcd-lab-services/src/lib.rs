@@ -13,6 +13,7 @@
 mod config;
 pub mod dns;
 mod error;
+mod informer;
 pub mod proxy;
 pub mod storage;
 

@@ -1,6 +1,17 @@
-//! Cluster DNS: an authoritative server for the cluster domain.
+//! Cluster DNS: an authoritative server for the cluster domain whose
+//! records come from the real Services, EndpointSlices and Pods
+//! ([`records`]), served over UDP and TCP ([`server`]) and refreshed from
+//! kube-rs reflectors ([`watch`]). Names outside the cluster domain are
+//! refused: the server never forwards.
+
+pub mod records;
+pub mod server;
+mod watch;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+
+use records::RecordTable;
 
 /// Why the DNS server stopped.
 #[derive(Debug, thiserror::Error)]
@@ -10,15 +21,36 @@ pub enum DnsError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("serving {addr}: {source}")]
+    Serve {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// Serves the cluster domain on `listen` (UDP and TCP) from Services,
-/// EndpointSlices and Pods.
+/// EndpointSlices and Pods, until a socket fails.
 pub async fn run(
     client: kube::Client,
     listen: SocketAddr,
     cluster_domain: String,
 ) -> Result<(), DnsError> {
-    let _ = (client, listen, cluster_domain);
-    std::future::pending().await
+    let (udp, tcp) = server::bind(listen)
+        .await
+        .map_err(|source| DnsError::Bind {
+            addr: listen,
+            source,
+        })?;
+    let (sender, receiver) =
+        tokio::sync::watch::channel(Arc::new(RecordTable::new(&cluster_domain)));
+    tracing::info!(%listen, domain = %cluster_domain, "dns: serving");
+    let serve_error = |source| DnsError::Serve {
+        addr: listen,
+        source,
+    };
+    tokio::select! {
+        () = watch::run(client, cluster_domain, sender) => Ok(()),
+        result = server::serve_udp(udp, receiver.clone()) => result.map_err(serve_error),
+        result = server::serve_tcp(tcp, receiver) => result.map_err(serve_error),
+    }
 }
