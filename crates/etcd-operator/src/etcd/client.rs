@@ -16,6 +16,13 @@ use super::types::{EndpointStatus, MemberHealth, MemberId};
 /// need not exist: a read that answers is what counts.
 const HEALTH_KEY: &str = "health";
 
+/// Status errors that make a member unhealthy by itself: alarms (NOSPACE,
+/// CORRUPT). Others, like "etcdserver: no leader" while quorum is lost, say
+/// nothing about the member alone and must not fail a local check (rule 9).
+fn is_alarm(error: &str) -> bool {
+    error.contains("alarm:")
+}
+
 /// Timeouts of the etcd layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectSettings {
@@ -105,7 +112,15 @@ impl EndpointClients {
         // Connecting is lazy: the first request opens the connection.
         let client = Client::connect([endpoint], Some(options))
             .await
-            .map_err(|e| classify(endpoint, operation, RequestSubject::None, e))?;
+            .map_err(|e| {
+                classify(
+                    endpoint,
+                    operation,
+                    RequestSubject::None,
+                    self.settings.request_timeout,
+                    e,
+                )
+            })?;
         if let Ok(mut clients) = self.clients.lock() {
             clients.insert(key, client.clone());
         }
@@ -145,7 +160,7 @@ impl EndpointClients {
             let client = self.client(endpoint, requirement, operation).await?;
             request(client)
                 .await
-                .map_err(|e| classify(endpoint, operation, subject, e))
+                .map_err(|e| classify(endpoint, operation, subject, timeout, e))
         };
         let result = match tokio::time::timeout(timeout, attempt).await {
             Ok(result) => result,
@@ -240,7 +255,8 @@ impl EndpointClients {
     }
 
     /// Local health of one endpoint: the status (for alarms) and a
-    /// serializable read. Never needs quorum (durability rule 9).
+    /// serializable read. Never needs quorum (durability rule 9): a member
+    /// that knows no leader but serves local reads is healthy here.
     pub(crate) async fn local_health(
         &self,
         endpoint: &str,
@@ -251,7 +267,7 @@ impl EndpointClients {
                 MemberHealth::Unreachable(error.to_string())
             }
             Err(error) => MemberHealth::Unhealthy(error.to_string()),
-            Ok(status) if !status.errors.is_empty() => {
+            Ok(status) if status.errors.iter().any(|e| is_alarm(e)) => {
                 MemberHealth::Unhealthy(format!("reports {}", status.errors.join("; ")))
             }
             Ok(_) => match self.local_read(endpoint).await {

@@ -82,7 +82,7 @@ pub enum EtcdError {
     #[error(
         "etcd refuses {operation}: the change would leave the cluster without a healthy quorum ({message})"
     )]
-    WouldLoseQuorum {
+    UnsafeMembershipChange {
         operation: &'static str,
         message: String,
     },
@@ -126,7 +126,7 @@ impl EtcdError {
             | EtcdError::MemberNotFound { .. }
             | EtcdError::TooManyLearners
             | EtcdError::PeerUrlsExist { .. }
-            | EtcdError::WouldLoseQuorum { .. }
+            | EtcdError::UnsafeMembershipChange { .. }
             | EtcdError::LeadershipTransferRefused { .. }
             | EtcdError::Refused { .. } => ErrorCategory::Refused,
         }
@@ -147,7 +147,7 @@ impl EtcdError {
             EtcdError::MemberNotFound { .. } => "MemberNotFound",
             EtcdError::TooManyLearners => "TooManyLearners",
             EtcdError::PeerUrlsExist { .. } => "PeerUrlsExist",
-            EtcdError::WouldLoseQuorum { .. } => "WouldLoseQuorum",
+            EtcdError::UnsafeMembershipChange { .. } => "UnsafeMembershipChange",
             EtcdError::LeadershipTransferRefused { .. } => "LeadershipTransferRefused",
             EtcdError::Refused { .. } => "Refused",
             EtcdError::Request { .. } => "Request",
@@ -178,6 +178,7 @@ pub(crate) fn classify(
     endpoint: &str,
     operation: &'static str,
     subject: RequestSubject,
+    timeout: Duration,
     error: etcd_client::Error,
 ) -> EtcdError {
     let endpoint = endpoint.to_string();
@@ -214,6 +215,14 @@ pub(crate) fn classify(
             };
         }
     };
+    // The channel's own deadline (tonic reports it as a cancelled request).
+    if status.code() == tonic::Code::Cancelled && status.message() == "Timeout expired" {
+        return EtcdError::Timeout {
+            endpoint,
+            operation,
+            timeout,
+        };
+    }
     classify_status(
         endpoint,
         operation,
@@ -253,12 +262,13 @@ fn classify_status(
             return EtcdError::PeerUrlsExist { peer_urls };
         }
         "unhealthy cluster" | "re-configuration failed due to not enough started members" => {
-            return EtcdError::WouldLoseQuorum {
+            return EtcdError::UnsafeMembershipChange {
                 operation,
                 message: refusal.to_string(),
             };
         }
-        "bad leader transferee" | "leader transfer failed" | "learner can not be leader" => {
+        // The target is not a member, or is a learner.
+        "bad leader transferee" => {
             return EtcdError::LeadershipTransferRefused {
                 operation,
                 member_id,
@@ -371,7 +381,7 @@ mod tests {
     #[test]
     fn unhealthy_cluster_means_the_change_would_lose_quorum() {
         let error = status(tonic::Code::Unavailable, "etcdserver: unhealthy cluster");
-        assert!(matches!(error, EtcdError::WouldLoseQuorum { .. }));
+        assert!(matches!(error, EtcdError::UnsafeMembershipChange { .. }));
         assert_eq!(error.category(), ErrorCategory::Refused);
     }
 

@@ -77,8 +77,8 @@ impl EtcdAdmin {
     }
 
     /// Removes a member (voter or learner). etcd refuses with
-    /// [`EtcdError::WouldLoseQuorum`] when removing a voter would leave too
-    /// few started members.
+    /// [`EtcdError::UnsafeMembershipChange`] when removing a voter would
+    /// leave too few started members, or a voter was not connected lately.
     pub async fn remove_member(&self, id: MemberId) -> Result<Vec<Member>, EtcdError> {
         let response = self
             .change_membership(

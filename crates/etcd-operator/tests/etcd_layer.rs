@@ -1,0 +1,685 @@
+//! The etcd layer against real etcd processes on loopback: membership,
+//! learners, status, health, endpoint selection through outages, quorum
+//! loss and leadership transfer. No mocks.
+//!
+//! The etcd binary is the pinned build of `tools/build-upstream.sh`
+//! (`$ETCD_LAB_CACHE/upstream/etcd-3.6-<hash>/etcd`); `ETCD_BIN` overrides.
+
+use std::fs::File;
+use std::future::Future;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use etcd_operator::etcd::{
+    ConnectSettings, ErrorCategory, EtcdAdmin, EtcdError, MemberHealth, ObservedEtcd, observe,
+};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Generous: the test machine may have two busy cores.
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+
+fn settings() -> ConnectSettings {
+    ConnectSettings {
+        connect_timeout: Duration::from_millis(1500),
+        request_timeout: Duration::from_secs(5),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Finding the pinned etcd binary
+
+fn etcd_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("ETCD_BIN") {
+        return PathBuf::from(path);
+    }
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/etcd-3.6");
+    let mut pins = std::fs::read(tools.join("go.mod")).expect("tools/etcd-3.6/go.mod");
+    pins.extend(std::fs::read(tools.join("go.sum")).expect("tools/etcd-3.6/go.sum"));
+    let hash = sha256_hex(&pins);
+    let cache = std::env::var_os("ETCD_LAB_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/etcd-lab")
+        });
+    let binary = cache.join(format!("upstream/etcd-3.6-{}/etcd", &hash[..12]));
+    assert!(
+        binary.exists(),
+        "{} is missing: run tools/build-upstream.sh or set ETCD_BIN",
+        binary.display()
+    );
+    binary
+}
+
+/// The pin hash of build-upstream.sh (`sha256sum` of go.mod + go.sum).
+fn sha256_hex(data: &[u8]) -> String {
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(data)
+        .expect("write to sha256sum");
+    let output = child.wait_with_output().expect("sha256sum output");
+    String::from_utf8(output.stdout).expect("utf8")[..64].to_string()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free loopback port")
+}
+
+// ---------------------------------------------------------------------------
+// Real etcd processes
+
+/// One etcd member process; killed when dropped.
+struct EtcdMember {
+    name: String,
+    client_url: String,
+    peer_url: String,
+    data_dir: PathBuf,
+    log: PathBuf,
+    process: Option<Child>,
+}
+
+impl EtcdMember {
+    fn new(root: &Path, name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            client_url: format!("http://127.0.0.1:{}", free_port()),
+            peer_url: format!("http://127.0.0.1:{}", free_port()),
+            data_dir: root.join(name),
+            log: root.join(format!("{name}.log")),
+            process: None,
+        }
+    }
+
+    fn start(&mut self, initial_cluster: &str, state: &str, token: &str) {
+        assert!(self.process.is_none(), "{} already runs", self.name);
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        let child = Command::new(etcd_binary())
+            .arg("--name")
+            .arg(&self.name)
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["--listen-client-urls", &self.client_url])
+            .args(["--advertise-client-urls", &self.client_url])
+            .args(["--listen-peer-urls", &self.peer_url])
+            .args(["--initial-advertise-peer-urls", &self.peer_url])
+            .args(["--initial-cluster", initial_cluster])
+            .args(["--initial-cluster-state", state])
+            .args(["--initial-cluster-token", token])
+            .args(["--log-level", "warn"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start etcd");
+        self.process = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.process.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOP / SIGCONT: a frozen member accepts connections but never answers.
+    fn signal(&self, signal: &str) {
+        let pid = self.process.as_ref().expect("running").id();
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    fn has_exited(&mut self) -> bool {
+        match self.process.as_mut() {
+            Some(child) => child.try_wait().ok().flatten().is_some(),
+            None => true,
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    }
+}
+
+impl Drop for EtcdMember {
+    fn drop(&mut self) {
+        if self.process.is_some() {
+            // A frozen process still dies on SIGKILL.
+            self.kill();
+        }
+    }
+}
+
+/// A cluster of real etcd processes in a temporary directory.
+struct EtcdCluster {
+    token: String,
+    members: Vec<EtcdMember>,
+    // Dropped last, after the processes are gone.
+    _dir: tempfile::TempDir,
+}
+
+impl EtcdCluster {
+    async fn start(size: usize) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let token = format!("test-{}", dir.path().display()).replace('/', "-");
+        let mut members: Vec<EtcdMember> = (0..size)
+            .map(|i| EtcdMember::new(dir.path(), &format!("m{i}")))
+            .collect();
+        let initial = initial_cluster(members.iter());
+        for member in &mut members {
+            member.start(&initial, "new", &token);
+        }
+        let cluster = Self {
+            token,
+            members,
+            _dir: dir,
+        };
+        cluster.wait_healthy().await;
+        cluster
+    }
+
+    fn dir(&self) -> &Path {
+        self._dir.path()
+    }
+
+    fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.client_url.clone()).collect()
+    }
+
+    fn admin(&self) -> EtcdAdmin {
+        EtcdAdmin::new(self.endpoints(), settings()).expect("endpoints")
+    }
+
+    async fn wait_healthy(&self) {
+        let admin = self.admin();
+        let logs = || {
+            self.members
+                .iter()
+                .map(|m| format!("--- {}\n{}", m.name, m.log_tail()))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        eventually("cluster healthy", READY_TIMEOUT, || async {
+            admin.cluster_health().await.map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    }
+}
+
+fn initial_cluster<'a>(members: impl Iterator<Item = &'a EtcdMember>) -> String {
+    members
+        .map(|m| format!("{}={}", m.name, m.peer_url))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Polls `check` until it returns `Ok`, or fails with the last error.
+async fn eventually<T, E, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T, String>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check().await {
+            Ok(value) => return Ok(value),
+            Err(error) if Instant::now() >= deadline => {
+                return Err(format!("{what}: not reached within {timeout:?}: {error}"));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// Retries a membership change while etcd says it is not safe yet.
+async fn until_safe<T, F, Fut>(what: &str, mut change: F) -> Result<Result<T, EtcdError>, String>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, EtcdError>>,
+{
+    eventually(what, READY_TIMEOUT, || {
+        let attempt = change();
+        async move {
+            match attempt.await {
+                Err(error @ EtcdError::UnsafeMembershipChange { .. }) => Err(error),
+                other => Ok(other),
+            }
+        }
+    })
+    .await
+}
+
+async fn observe_until(
+    endpoints: &[String],
+    what: &str,
+    condition: impl Fn(&ObservedEtcd) -> bool,
+) -> Result<ObservedEtcd, String> {
+    eventually(what, READY_TIMEOUT, || async {
+        let observed = observe(endpoints.iter().cloned(), settings()).await;
+        if condition(&observed) {
+            Ok(observed)
+        } else {
+            Err(format!("{observed:#?}"))
+        }
+    })
+    .await
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_list_status_and_health_of_a_healthy_cluster() -> TestResult {
+    let cluster = EtcdCluster::start(3).await;
+    let admin = cluster.admin();
+
+    let list = admin.member_list().await?;
+    let mut names: Vec<&str> = list.members.iter().map(|m| m.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["m0", "m1", "m2"]);
+    for member in &list.members {
+        let process = cluster
+            .members
+            .iter()
+            .find(|p| p.name == member.name)
+            .ok_or("unknown member")?;
+        assert_eq!(member.peer_urls, [process.peer_url.clone()]);
+        assert_eq!(member.client_urls, [process.client_url.clone()]);
+        assert!(!member.is_learner);
+        assert!(member.has_started());
+    }
+
+    let leader = admin.find_leader().await?;
+    let cluster_id = admin.cluster_id().await?;
+    assert_eq!(cluster_id, list.cluster_id);
+    for (endpoint, status) in admin.statuses().await {
+        let status = status?;
+        assert_eq!(status.endpoint, endpoint);
+        assert_eq!(status.cluster_id, cluster_id);
+        assert!(list.members.iter().any(|m| m.id == status.member_id));
+        assert_eq!(status.leader_id, Some(leader.member_id));
+        assert!(status.raft_term >= 2 && status.raft_index > 0);
+        assert!(status.revision >= 1 && status.db_size > 0);
+        assert!(status.version.starts_with("3.6."), "{}", status.version);
+        assert!(!status.is_learner);
+        assert!(status.errors.is_empty(), "{:?}", status.errors);
+        assert_eq!(admin.local_health(&endpoint).await, MemberHealth::Healthy);
+    }
+    let revision = admin.cluster_health().await?;
+    assert!(revision >= 1);
+
+    let observed = admin.observe().await;
+    assert_eq!(observed.cluster_id, Some(cluster_id));
+    assert_eq!(observed.leader, Some(leader.member_id));
+    assert_eq!(observed.members_reported_by, Some(leader.member_id));
+    assert!(observed.quorum_reachable, "{:?}", observed.quorum_error);
+    assert_eq!(observed.members.len(), 3);
+    assert_eq!(observed.healthy_voters(), 3);
+    assert!(observed.max_revision.is_some_and(|r| r >= 1));
+    assert_eq!(observed.foreign_endpoints().count(), 0);
+    for member in &observed.members {
+        assert_eq!(
+            member.endpoint.as_deref(),
+            member.client_urls.first().map(String::as_str)
+        );
+        assert!(member.status.is_some());
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learner_is_added_started_and_promoted_once_caught_up() -> TestResult {
+    let mut cluster = EtcdCluster::start(3).await;
+    let admin = cluster.admin();
+
+    let mut learner = EtcdMember::new(cluster.dir(), "m3");
+    // etcd accepts membership changes once every voter has been
+    // connected for 5 s; a fresh cluster must wait for that.
+    let added = until_safe("add learner", || {
+        admin.add_learner(std::slice::from_ref(&learner.peer_url))
+    })
+    .await??;
+    let id = added.member.id;
+    assert!(added.member.is_learner);
+    assert!(!added.member.has_started(), "{:?}", added.member);
+    assert_eq!(added.member.peer_urls, [learner.peer_url.clone()]);
+    assert_eq!(added.members.len(), 4);
+
+    // Not started, so not in sync: etcd refuses, and says why.
+    let refused = admin.promote_learner(id).await.err().ok_or("promoted")?;
+    assert!(
+        matches!(refused, EtcdError::LearnerNotReady { member_id } if member_id == id),
+        "{refused:?}"
+    );
+    assert_eq!(refused.category(), ErrorCategory::Refused);
+
+    // One learner at a time.
+    let second = admin
+        .add_learner(&[format!("http://127.0.0.1:{}", free_port())])
+        .await
+        .err()
+        .ok_or("second learner added")?;
+    assert!(matches!(second, EtcdError::TooManyLearners), "{second:?}");
+
+    let initial = format!(
+        "{},{}={}",
+        initial_cluster(cluster.members.iter()),
+        learner.name,
+        learner.peer_url
+    );
+    learner.start(&initial, "existing", &cluster.token);
+    let learner_url = learner.client_url.clone();
+    cluster.members.push(learner);
+
+    let status = eventually("learner serves", READY_TIMEOUT, || {
+        admin.status(&learner_url)
+    })
+    .await?;
+    assert!(status.is_learner);
+    assert_eq!(status.member_id, id);
+
+    let members = eventually("learner promoted", READY_TIMEOUT, || async {
+        match admin.promote_learner(id).await {
+            Err(EtcdError::LearnerNotReady { .. }) => Err("learner not yet in sync".to_string()),
+            other => Ok(other),
+        }
+    })
+    .await??;
+    let promoted = members
+        .iter()
+        .find(|m| m.id == id)
+        .ok_or("promoted member")?;
+    assert!(!promoted.is_learner);
+    assert_eq!(promoted.name, "m3");
+
+    let again = admin
+        .promote_learner(id)
+        .await
+        .err()
+        .ok_or("promoted twice")?;
+    assert!(matches!(again, EtcdError::NotALearner { .. }), "{again:?}");
+
+    let endpoints = cluster.endpoints();
+    let observed = observe_until(&endpoints, "four healthy voters", |o| {
+        o.quorum_reachable && o.voters().count() == 4 && o.healthy_voters() == 4
+    })
+    .await?;
+    assert_eq!(observed.learners().count(), 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_is_removed() -> TestResult {
+    let mut cluster = EtcdCluster::start(3).await;
+    let admin = cluster.admin();
+    let leader = admin.find_leader().await?;
+    let list = admin.member_list().await?;
+    let follower = list
+        .members
+        .iter()
+        .find(|m| m.id != leader.member_id)
+        .ok_or("follower")?
+        .clone();
+
+    let members = until_safe("remove member", || admin.remove_member(follower.id)).await??;
+    assert_eq!(members.len(), 2);
+    assert!(members.iter().all(|m| m.id != follower.id));
+
+    let again = admin
+        .remove_member(follower.id)
+        .await
+        .err()
+        .ok_or("removed twice")?;
+    assert!(
+        matches!(again, EtcdError::MemberNotFound { .. }),
+        "{again:?}"
+    );
+
+    // The removed member's own process notices and stops.
+    let removed = cluster
+        .members
+        .iter_mut()
+        .find(|m| m.name == follower.name)
+        .ok_or("process")?;
+    eventually("removed member exits", READY_TIMEOUT, || {
+        let exited = removed.has_exited();
+        async move { if exited { Ok(()) } else { Err("still running") } }
+    })
+    .await?;
+
+    let observed = admin.observe().await;
+    assert!(observed.quorum_reachable);
+    assert_eq!(observed.members.len(), 2);
+    assert!(observed.member(follower.id).is_none());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_and_frozen_endpoints_are_skipped() -> TestResult {
+    let mut cluster = EtcdCluster::start(3).await;
+    let admin = cluster.admin();
+    let list = admin.member_list().await?;
+    let id_of = |name: &str| list.members.iter().find(|m| m.name == name).map(|m| m.id);
+    let dead_id = id_of("m0").ok_or("m0")?;
+
+    // The first endpoint is dead: refused connections are skipped at once.
+    cluster.members[0].kill();
+    let started = Instant::now();
+    let list = admin.member_list().await?;
+    let elapsed = started.elapsed();
+    eprintln!("member list with the first endpoint dead: {elapsed:?}");
+    assert!(
+        elapsed < settings().request_timeout,
+        "a refused connection waited for the request timeout: {elapsed:?}"
+    );
+    assert_eq!(list.members.len(), 3, "the dead member is still a member");
+    let observed = observe_until(&cluster.endpoints(), "quorum with m0 dead", |o| {
+        o.quorum_reachable
+    })
+    .await?;
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let dead = observed.member(dead_id).ok_or("dead member listed")?;
+    assert!(
+        matches!(dead.health, MemberHealth::Unreachable(_)),
+        "{:?}",
+        dead.health
+    );
+    assert_eq!(
+        dead.endpoint.as_deref(),
+        Some(cluster.members[0].client_url.as_str())
+    );
+    assert_eq!(observed.healthy_voters(), 2);
+    assert!(observed.endpoints[0].error.is_some());
+
+    // A frozen member accepts connections and never answers: bounded by
+    // the request timeout, and the others still serve.
+    cluster.members[1].signal("STOP");
+    let frozen_id = id_of("m1").ok_or("m1")?;
+    let started = Instant::now();
+    let observed = admin.observe().await;
+    let elapsed = started.elapsed();
+    cluster.members[1].signal("CONT");
+    eprintln!("observe with one member dead and one frozen: {elapsed:?}");
+    assert!(
+        elapsed < settings().request_timeout * 3,
+        "observe took {elapsed:?}"
+    );
+    let frozen = observed.member(frozen_id).ok_or("frozen member listed")?;
+    assert!(
+        matches!(frozen.health, MemberHealth::Unreachable(_)),
+        "{:?}",
+        frozen.health
+    );
+    // m2 alone answers: one of three voters is no quorum.
+    let survivor = observed.member_named("m2").ok_or("m2")?;
+    assert_eq!(survivor.health, MemberHealth::Healthy);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_loss_is_observed_not_an_error() -> TestResult {
+    let mut cluster = EtcdCluster::start(3).await;
+    let admin = cluster.admin();
+    let cluster_id = admin.cluster_id().await?;
+    let survivor_url = cluster.members[2].client_url.clone();
+
+    cluster.members[0].kill();
+    cluster.members[1].kill();
+
+    let observed = observe_until(&cluster.endpoints(), "quorum lost", |o| {
+        !o.quorum_reachable && o.leader.is_none()
+    })
+    .await?;
+    assert_eq!(observed.cluster_id, Some(cluster_id));
+    assert_eq!(
+        observed.members.len(),
+        3,
+        "the survivor still lists all members"
+    );
+    let survivor = observed.member_named("m2").ok_or("survivor")?;
+    assert_eq!(
+        survivor.health,
+        MemberHealth::Healthy,
+        "local health needs no quorum"
+    );
+    let status = survivor.status.as_ref().ok_or("survivor status")?;
+    assert_eq!(status.leader_id, None);
+    assert!(observed.max_revision.is_some());
+    for name in ["m0", "m1"] {
+        let member = observed.member_named(name).ok_or("member")?;
+        assert!(
+            matches!(member.health, MemberHealth::Unreachable(_)),
+            "{member:?}"
+        );
+    }
+    assert!(observed.quorum_error.is_some());
+
+    assert_eq!(
+        admin.local_health(&survivor_url).await,
+        MemberHealth::Healthy
+    );
+    let health = admin
+        .cluster_health()
+        .await
+        .err()
+        .ok_or("healthy without quorum")?;
+    assert_ne!(health.category(), ErrorCategory::Invalid, "{health:?}");
+    let change = admin
+        .add_learner(&[format!("http://127.0.0.1:{}", free_port())])
+        .await
+        .err()
+        .ok_or("membership change without quorum")?;
+    assert!(
+        matches!(
+            change.category(),
+            ErrorCategory::Transient | ErrorCategory::Unreachable
+        ),
+        "{change:?}"
+    );
+
+    // The members come back on their data: quorum re-forms by itself.
+    let initial = initial_cluster(cluster.members.iter());
+    let token = cluster.token.clone();
+    for member in &mut cluster.members[..2] {
+        member.start(&initial, "new", &token);
+    }
+    cluster.wait_healthy().await;
+    let observed = observe_until(&cluster.endpoints(), "quorum back", |o| {
+        o.quorum_reachable && o.healthy_voters() == 3
+    })
+    .await?;
+    assert_eq!(observed.cluster_id, Some(cluster_id));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_moves_to_the_chosen_member() -> TestResult {
+    let cluster = EtcdCluster::start(3).await;
+    let admin = cluster.admin();
+    let leader = admin.find_leader().await?;
+    let list = admin.member_list().await?;
+    let target = list
+        .members
+        .iter()
+        .find(|m| m.id != leader.member_id)
+        .ok_or("follower")?
+        .id;
+
+    admin.move_leader(target).await?;
+    let new_leader = eventually("leader moved", READY_TIMEOUT, || async {
+        match admin.find_leader().await {
+            Ok(l) if l.member_id == target => Ok(l),
+            Ok(l) => Err(format!("leader is {:x}", l.member_id)),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await?;
+    assert_eq!(new_leader.member_id, target);
+    // Moving to the current leader is a no-op.
+    admin.move_leader(target).await?;
+
+    let unknown = admin
+        .move_leader(0x1234)
+        .await
+        .err()
+        .ok_or("moved to a stranger")?;
+    assert!(
+        matches!(unknown, EtcdError::LeadershipTransferRefused { .. }),
+        "{unknown:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_reachable_is_an_observation_and_a_typed_error() -> TestResult {
+    let endpoints = vec![
+        format!("http://127.0.0.1:{}", free_port()),
+        format!("http://127.0.0.1:{}", free_port()),
+    ];
+    let started = Instant::now();
+    let observed = observe(endpoints.clone(), settings()).await;
+    assert!(started.elapsed() < settings().request_timeout * 2);
+    assert!(!observed.quorum_reachable);
+    assert!(observed.members.is_empty() && observed.cluster_id.is_none());
+    assert_eq!(observed.endpoints.len(), 2);
+    assert!(
+        observed
+            .endpoints
+            .iter()
+            .all(|e| matches!(e.health, MemberHealth::Unreachable(_)))
+    );
+
+    let admin = EtcdAdmin::new(endpoints, settings())?;
+    let error = admin.member_list().await.err().ok_or("listed nothing")?;
+    assert_eq!(error.category(), ErrorCategory::Unreachable, "{error:?}");
+
+    let none = EtcdAdmin::new(Vec::<String>::new(), settings())
+        .err()
+        .ok_or("no endpoints")?;
+    assert_eq!(none.category(), ErrorCategory::Invalid);
+    Ok(())
+}
