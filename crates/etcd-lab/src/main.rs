@@ -101,7 +101,7 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,kube=warn,hyper=warn".into()),
+                .unwrap_or_else(|_| "info,kube_client=off,hyper=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
