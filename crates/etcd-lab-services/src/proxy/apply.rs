@@ -1,0 +1,35 @@
+//! Loads an nft script into the router namespace.
+
+use std::process::Stdio;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use super::ProxyError;
+
+/// Runs `ip netns exec NETNS nft -f -` with `script` on stdin.
+pub async fn load(netns: &str, script: &str) -> Result<(), ProxyError> {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", netns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(ProxyError::Spawn)?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(script.as_bytes())
+            .await
+            .map_err(ProxyError::Spawn)?;
+    }
+    let output = child.wait_with_output().await.map_err(ProxyError::Spawn)?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(ProxyError::Nft {
+            netns: netns.to_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        })
+    }
+}
