@@ -8,4 +8,5 @@ pub mod container;
 pub mod image;
 pub mod network;
 pub mod pod;
+pub mod probe;
 pub mod volume;

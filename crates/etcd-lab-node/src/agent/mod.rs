@@ -2,6 +2,7 @@
 //! to it and reports their status, like a kubelet.
 
 mod config;
+pub(crate) mod context;
 
 pub use config::{AgentConfig, ConfigError, NodeCapacity};
 

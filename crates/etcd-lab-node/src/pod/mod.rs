@@ -3,4 +3,6 @@
 pub mod backoff;
 pub mod dns;
 pub mod env;
+pub mod sandbox;
 pub mod status;
+pub(crate) mod worker;

@@ -1,0 +1,62 @@
+//! State shared by the agent's tasks.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use kube::Client;
+use tokio::sync::Notify;
+
+use crate::agent::AgentConfig;
+use crate::cgroup::NodeCgroups;
+
+/// What every pod worker and the node status loop share.
+pub(crate) struct NodeContext {
+    pub client: Client,
+    pub config: AgentConfig,
+    pub cgroups: NodeCgroups,
+    /// Pod uid -> unique names of the attachable volumes it uses.
+    volumes_in_use: Mutex<BTreeMap<String, Vec<String>>>,
+    /// Wakes the node status loop (volumes in use changed).
+    pub node_changed: Notify,
+}
+
+impl NodeContext {
+    pub fn new(client: Client, config: AgentConfig, cgroups: NodeCgroups) -> Self {
+        Self {
+            client,
+            config,
+            cgroups,
+            volumes_in_use: Mutex::new(BTreeMap::new()),
+            node_changed: Notify::new(),
+        }
+    }
+
+    /// Records the attachable volumes of a pod (empty to forget the pod).
+    pub fn set_volumes_in_use(&self, pod_uid: &str, names: Vec<String>) {
+        let mut map = self
+            .volumes_in_use
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let changed = if names.is_empty() {
+            map.remove(pod_uid).is_some()
+        } else {
+            map.insert(pod_uid.to_owned(), names.clone()).as_ref() != Some(&names)
+        };
+        drop(map);
+        if changed {
+            self.node_changed.notify_one();
+        }
+    }
+
+    /// Sorted, de-duplicated volumes in use on the node.
+    pub fn volumes_in_use(&self) -> Vec<String> {
+        let map = self
+            .volumes_in_use
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<String> = map.values().flatten().cloned().collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+}

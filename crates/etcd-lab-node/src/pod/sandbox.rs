@@ -1,0 +1,111 @@
+//! A pod's sandbox: address, network namespace, hosts and resolv.conf files.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::agent::AgentConfig;
+use crate::network::{self, addressing};
+
+use super::dns;
+
+/// A ready sandbox.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    pub ip: Ipv4Addr,
+    pub netns: String,
+    pub hosts_file: PathBuf,
+    pub resolv_conf: PathBuf,
+}
+
+/// Errors while creating a sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("network: {0}")]
+    Network(#[from] network::NetworkError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error("no free pod address left on this node")]
+    NoAddress,
+}
+
+fn io(path: &Path, source: std::io::Error) -> SandboxError {
+    SandboxError::Io {
+        context: path.display().to_string(),
+        source,
+    }
+}
+
+/// Addresses recorded by the node's pods (`pods/<uid>/ip`).
+fn used_addresses(pods_dir: &Path, except: &str) -> BTreeSet<Ipv4Addr> {
+    let mut used = BTreeSet::new();
+    if let Ok(entries) = std::fs::read_dir(pods_dir) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy() == except {
+                continue;
+            }
+            if let Ok(text) = std::fs::read_to_string(entry.path().join("ip"))
+                && let Ok(ip) = text.trim().parse()
+            {
+                used.insert(ip);
+            }
+        }
+    }
+    used
+}
+
+/// Creates (or re-creates, after a node restart) the pod's sandbox. The
+/// address recorded in `pod_dir/ip` is kept across restarts.
+pub fn create(
+    config: &AgentConfig,
+    pod: &Pod,
+    uid: &str,
+    pod_dir: &Path,
+) -> Result<Sandbox, SandboxError> {
+    std::fs::create_dir_all(pod_dir).map_err(|e| io(pod_dir, e))?;
+    let ip_file = pod_dir.join("ip");
+    let recorded: Option<Ipv4Addr> = std::fs::read_to_string(&ip_file)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .filter(|ip| addressing::is_pod_ip_of(config.node_index, *ip));
+    let ip = match recorded {
+        Some(ip) => ip,
+        None => {
+            let used = used_addresses(&config.pods_dir(), uid);
+            let ip = addressing::allocate_pod_ip(config.node_index, &used)
+                .ok_or(SandboxError::NoAddress)?;
+            std::fs::write(&ip_file, ip.to_string()).map_err(|e| io(&ip_file, e))?;
+            ip
+        }
+    };
+    let netns = network::setup_pod(uid, config.node_index, ip)?;
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let hosts_file = pod_dir.join("hosts");
+    std::fs::write(
+        &hosts_file,
+        dns::hosts_file(pod, ip, &config.cluster_domain),
+    )
+    .map_err(|e| io(&hosts_file, e))?;
+    let resolv_conf = pod_dir.join("resolv.conf");
+    std::fs::write(
+        &resolv_conf,
+        dns::resolv_conf(namespace, config.dns_ip, &config.cluster_domain),
+    )
+    .map_err(|e| io(&resolv_conf, e))?;
+    Ok(Sandbox {
+        ip,
+        netns,
+        hosts_file,
+        resolv_conf,
+    })
+}
+
+/// Removes the pod's network namespace.
+pub fn destroy(uid: &str) {
+    network::teardown_pod(uid);
+}

@@ -1,0 +1,319 @@
+//! Probes executed for real: exec (a process in the container's view, via
+//! the runner), httpGet and tcpSocket against the pod IP (as the kubelet
+//! does from its node), grpc as a TCP check (see `grpc_as_tcp`).
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Probe};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use crate::container::ContainerSpec;
+
+/// Which probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeKind {
+    Startup,
+    Liveness,
+    Readiness,
+}
+
+/// What a container's probe loop reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeEvent {
+    /// Startup probe succeeded (or there is none).
+    Started,
+    /// Readiness changed.
+    Ready(bool),
+    /// Liveness or startup probe failed `failureThreshold` times: restart.
+    Unhealthy(ProbeKind, String),
+}
+
+/// How to run exec probes: the runner binary and a spec to copy.
+#[derive(Debug, Clone)]
+pub struct ExecTarget {
+    pub lab_binary: PathBuf,
+    pub spec: ContainerSpec,
+    pub spec_path: PathBuf,
+}
+
+/// Everything a container's probe loop needs.
+#[derive(Debug, Clone)]
+pub struct ProbeTarget {
+    pub pod_ip: Ipv4Addr,
+    pub container: Container,
+    pub exec: ExecTarget,
+}
+
+fn seconds(v: Option<i32>, default: i32) -> Duration {
+    Duration::from_secs(u64::try_from(v.unwrap_or(default).max(0)).unwrap_or(0))
+}
+
+/// Runs the probes of one container until the receiver is dropped.
+pub async fn run_probes(target: ProbeTarget, events: mpsc::Sender<ProbeEvent>) {
+    let c = target.container.clone();
+    if let Some(startup) = &c.startup_probe {
+        if !probe_loop(&target, startup, ProbeKind::Startup, &events).await {
+            return;
+        }
+    }
+    if events.send(ProbeEvent::Started).await.is_err() {
+        return;
+    }
+    let liveness = c.liveness_probe.clone().map(|p| {
+        let target = target.clone();
+        let events = events.clone();
+        tokio::spawn(async move {
+            probe_loop(&target, &p, ProbeKind::Liveness, &events).await;
+        })
+    });
+    match &c.readiness_probe {
+        Some(p) => {
+            probe_loop(&target, p, ProbeKind::Readiness, &events).await;
+        }
+        None => {
+            if events.send(ProbeEvent::Ready(true)).await.is_ok() {
+                events.closed().await;
+            }
+        }
+    }
+    if let Some(l) = liveness {
+        l.abort();
+    }
+}
+
+/// Runs one probe periodically. For startup, returns true once it succeeds;
+/// returns false when the container must restart or the receiver is gone.
+async fn probe_loop(
+    target: &ProbeTarget,
+    probe: &Probe,
+    kind: ProbeKind,
+    events: &mpsc::Sender<ProbeEvent>,
+) -> bool {
+    let period = seconds(probe.period_seconds, 10).max(Duration::from_secs(1));
+    let timeout = seconds(probe.timeout_seconds, 1).max(Duration::from_secs(1));
+    let failure_threshold = probe.failure_threshold.unwrap_or(3).max(1);
+    let success_threshold = probe.success_threshold.unwrap_or(1).max(1);
+    tokio::time::sleep(seconds(probe.initial_delay_seconds, 0)).await;
+    let (mut successes, mut failures) = (0, 0);
+    let mut ready: Option<bool> = None;
+    loop {
+        if events.is_closed() {
+            return false;
+        }
+        let result = tokio::time::timeout(timeout, probe_once(target, probe))
+            .await
+            .unwrap_or_else(|_| Err(format!("timeout after {}s", timeout.as_secs())));
+        match result {
+            Ok(()) => {
+                successes += 1;
+                failures = 0;
+                match kind {
+                    ProbeKind::Startup => return true,
+                    ProbeKind::Readiness
+                        if successes >= success_threshold && ready != Some(true) =>
+                    {
+                        ready = Some(true);
+                        if events.send(ProbeEvent::Ready(true)).await.is_err() {
+                            return false;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Err(message) => {
+                failures += 1;
+                successes = 0;
+                tracing::debug!(container = %target.container.name, ?kind, "probe failed: {message}");
+                if failures >= failure_threshold {
+                    match kind {
+                        ProbeKind::Readiness => {
+                            if ready != Some(false) {
+                                ready = Some(false);
+                                if events.send(ProbeEvent::Ready(false)).await.is_err() {
+                                    return false;
+                                }
+                            }
+                        }
+                        ProbeKind::Liveness | ProbeKind::Startup => {
+                            let _ = events.send(ProbeEvent::Unhealthy(kind, message)).await;
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(period).await;
+    }
+}
+
+fn resolve_port(container: &Container, port: &IntOrString) -> Result<u16, String> {
+    match port {
+        IntOrString::Int(p) => u16::try_from(*p).map_err(|_| format!("invalid port {p}")),
+        IntOrString::String(name) => container
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some(name.as_str()))
+            .and_then(|p| u16::try_from(p.container_port).ok())
+            .ok_or_else(|| format!("named port {name:?} not found")),
+    }
+}
+
+/// Runs a probe once: `Ok` on success, `Err(reason)` on failure.
+pub async fn probe_once(target: &ProbeTarget, probe: &Probe) -> Result<(), String> {
+    let host = |h: Option<&String>| h.cloned().unwrap_or_else(|| target.pod_ip.to_string());
+    if let Some(exec) = &probe.exec {
+        return exec_probe(&target.exec, exec.command.clone().unwrap_or_default()).await;
+    }
+    if let Some(http) = &probe.http_get {
+        let port = resolve_port(&target.container, &http.port)?;
+        if http.scheme.as_deref() == Some("HTTPS") {
+            // The kubelet does not verify the certificate; a TLS handshake
+            // is not done here, only the connection (documented limitation).
+            return tcp_probe(&host(http.host.as_ref()), port).await;
+        }
+        let path = http.path.clone().unwrap_or_else(|| "/".into());
+        let headers: Vec<(String, String)> = http
+            .http_headers
+            .iter()
+            .flatten()
+            .map(|h| (h.name.clone(), h.value.clone()))
+            .collect();
+        return http_probe(&host(http.host.as_ref()), port, &path, &headers).await;
+    }
+    if let Some(tcp) = &probe.tcp_socket {
+        let port = resolve_port(&target.container, &tcp.port)?;
+        return tcp_probe(&host(tcp.host.as_ref()), port).await;
+    }
+    if let Some(grpc) = &probe.grpc {
+        return grpc_as_tcp(&target.pod_ip.to_string(), grpc.port).await;
+    }
+    Err("probe has no handler".into())
+}
+
+async fn tcp_probe(host: &str, port: u16) -> Result<(), String> {
+    TcpStream::connect((host, port))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("dial tcp {host}:{port}: {e}"))
+}
+
+/// A gRPC health probe reduced to a TCP connect: the lab has no gRPC client.
+async fn grpc_as_tcp(host: &str, port: i32) -> Result<(), String> {
+    let port = u16::try_from(port).map_err(|_| format!("invalid port {port}"))?;
+    tcp_probe(host, port).await
+}
+
+async fn http_probe(
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+) -> Result<(), String> {
+    let mut stream = TcpStream::connect((host, port))
+        .await
+        .map_err(|e| format!("dial tcp {host}:{port}: {e}"))?;
+    let mut request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/etcd-lab\r\nAccept: */*\r\nConnection: close\r\n"
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 1024];
+    let n = stream.read(&mut buf).await.map_err(|e| e.to_string())?;
+    let head = String::from_utf8_lossy(&buf[..n]);
+    let code = http_status(&head).ok_or_else(|| format!("bad HTTP response {head:?}"))?;
+    if (200..400).contains(&code) {
+        Ok(())
+    } else {
+        Err(format!("HTTP probe failed with statuscode: {code}"))
+    }
+}
+
+/// Status code of an HTTP response head.
+pub fn http_status(head: &str) -> Option<u16> {
+    let line = head.lines().next()?;
+    let mut parts = line.split_whitespace();
+    if !parts.next()?.starts_with("HTTP/") {
+        return None;
+    }
+    parts.next()?.parse().ok()
+}
+
+async fn exec_probe(target: &ExecTarget, command: Vec<String>) -> Result<(), String> {
+    if command.is_empty() {
+        return Err("exec probe without command".into());
+    }
+    let mut spec = target.spec.clone();
+    spec.argv = command;
+    let json = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
+    tokio::fs::write(&target.spec_path, json)
+        .await
+        .map_err(|e| format!("write {}: {e}", target.spec_path.display()))?;
+    let output = tokio::process::Command::new(&target.lab_binary)
+        .arg("run-container")
+        .arg("--spec")
+        .arg(&target.spec_path)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("spawn exec probe: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        Err(format!(
+            "command failed ({}): {}",
+            output.status,
+            text.trim()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_status_line() {
+        assert_eq!(http_status("HTTP/1.1 200 OK\r\n"), Some(200));
+        assert_eq!(http_status("HTTP/1.0 503 Service Unavailable"), Some(503));
+        assert_eq!(http_status("garbage"), None);
+    }
+
+    #[tokio::test]
+    async fn tcp_and_http_probes_against_a_real_listener() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = [0u8; 512];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let req = String::from_utf8_lossy(&buf[..n]).to_string();
+                let body = if req.starts_with("GET /ok") {
+                    "HTTP/1.1 200 OK\r\n\r\n"
+                } else {
+                    "HTTP/1.1 500 Oops\r\n\r\n"
+                };
+                let _ = s.write_all(body.as_bytes()).await;
+            }
+        });
+        assert!(tcp_probe("127.0.0.1", port).await.is_ok());
+        assert!(http_probe("127.0.0.1", port, "/ok", &[]).await.is_ok());
+        assert!(http_probe("127.0.0.1", port, "/bad", &[]).await.is_err());
+    }
+}
