@@ -1,7 +1,7 @@
 //! `config.json`: the lab's shape and the flags used at `up`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +28,9 @@ pub struct LabConfig {
     /// kube-controller-manager flags (without `--`) that differ from the defaults.
     #[serde(default)]
     pub controller_manager_flags: BTreeMap<String, String>,
+    /// The `etcd-lab` binary that runs the agents (to restart them later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_lab_binary: Option<PathBuf>,
 }
 
 /// Name of the `i`-th zone (0-based): `zone-a`, `zone-b`, ...
@@ -70,6 +73,7 @@ impl LabConfig {
                 .collect(),
             zones,
             controller_manager_flags,
+            etcd_lab_binary: None,
         })
     }
 
@@ -87,6 +91,13 @@ impl LabConfig {
             source,
         })?;
         write_file(path, text.as_bytes(), 0o644)
+    }
+
+    /// Same nodes, zones and flags (what `up` must not change under a running lab).
+    pub fn same_shape(&self, other: &Self) -> bool {
+        self.nodes == other.nodes
+            && self.zones == other.zones
+            && self.controller_manager_flags == other.controller_manager_flags
     }
 
     pub fn node(&self, name: &str) -> Option<&NodeConfig> {

@@ -74,15 +74,16 @@ impl Lab {
             .unwrap_or_else(LabPaths::from_env);
         let binaries = Binaries::locate()?;
         let cgroups = LabCgroups::detect()?;
-        let config = LabConfig::new(
-            options.nodes,
-            options.zones,
-            options.controller_manager_flags.clone(),
-        )?;
         let etcd_lab_binary = match &options.etcd_lab_binary {
             Some(path) => path.clone(),
             None => std::env::current_exe().context(|| "locate the etcd-lab binary".into())?,
         };
+        let mut config = LabConfig::new(
+            options.nodes,
+            options.zones,
+            options.controller_manager_flags.clone(),
+        )?;
+        config.etcd_lab_binary = Some(etcd_lab_binary.clone());
 
         if let Ok(existing) = LabConfig::load(&paths.config_json()) {
             let lab = Self {
@@ -92,7 +93,7 @@ impl Lab {
                 was_already_up: true,
             };
             let healthy = lab.status().await.is_healthy();
-            if healthy && existing == config {
+            if healthy && existing.same_shape(&config) {
                 info!("the lab is already up and healthy");
                 return Ok(lab);
             }
@@ -104,7 +105,7 @@ impl Lab {
                     existing.controller_manager_flags
                 )));
             }
-            let keep_data = existing == config;
+            let keep_data = existing.same_shape(&config);
             info!(
                 keep_data,
                 "cleaning up the pieces of an earlier run that is not healthy"
@@ -190,6 +191,14 @@ impl Lab {
 
     pub fn config(&self) -> &LabConfig {
         &self.config
+    }
+
+    pub(crate) fn set_config(&mut self, config: LabConfig) {
+        self.config = config;
+    }
+
+    pub fn cgroups(&self) -> &LabCgroups {
+        &self.cgroups
     }
 
     /// The admin kubeconfig (server `https://127.0.0.1:6443`).

@@ -13,6 +13,7 @@ pub mod config;
 pub mod controlplane;
 pub mod error;
 pub mod exec;
+pub mod faults;
 pub mod kubeconfig;
 pub mod lab;
 pub mod logs;

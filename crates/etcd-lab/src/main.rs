@@ -66,6 +66,20 @@ enum Command {
         #[arg(short, long)]
         container: Option<String>,
     },
+    /// Faults of a node: stop, start, reboot, freeze, thaw, partition, heal, delete, add.
+    #[command(subcommand)]
+    Node(NodeCommand),
+    /// Faults of a volume: wipe, corrupt.
+    #[command(subcommand)]
+    Volume(VolumeCommand),
+    /// Faults of a pod: kill.
+    #[command(subcommand)]
+    Pod(PodCommand),
+    /// Stop or start the API server (running pods keep running).
+    Apiserver {
+        #[arg(value_parser = ["stop", "start"])]
+        action: String,
+    },
     /// Run a node agent (started by `up`).
     #[command(hide = true)]
     NodeAgent {
@@ -84,6 +98,118 @@ enum Command {
         #[arg(long)]
         spec: PathBuf,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum NodeCommand {
+    /// Power loss: every process of the node is SIGKILLed; disks stay.
+    Stop { name: String },
+    /// Power back: the agent resumes and restarts the pods still bound to it.
+    Start { name: String },
+    /// Stop, then start.
+    Reboot {
+        name: String,
+        /// How long the node stays down, e.g. `30s`, `2m`.
+        #[arg(long, default_value = "5s", value_parser = parse_duration)]
+        down_for: Duration,
+    },
+    /// A hung machine: the node's processes are SIGSTOPped.
+    Freeze { name: String },
+    /// Resume a frozen node.
+    Thaw { name: String },
+    /// Drop the node's traffic: from its peers, the API server, or all.
+    Partition {
+        name: String,
+        #[arg(long, default_value = "all", value_parser = ["peers", "apiserver", "all"])]
+        from: String,
+    },
+    /// Remove every partition of the node.
+    Heal { name: String },
+    /// The machine is gone for good: processes, local volumes and Node object.
+    Delete { name: String },
+    /// Bring a new, empty node.
+    Add {
+        name: Option<String>,
+        #[arg(long)]
+        zone: Option<String>,
+    },
+    /// Set the `node.kubernetes.io/out-of-service` taint (after a non-graceful shutdown).
+    TaintOutOfService { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum VolumeCommand {
+    /// Empty the volume's data (a lost or replaced disk).
+    Wipe {
+        /// NAMESPACE/PVC
+        claim: String,
+    },
+    /// Flip bytes in a file of the volume.
+    Corrupt {
+        /// NAMESPACE/PVC
+        claim: String,
+        /// Only files whose path contains this text.
+        #[arg(long)]
+        file: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PodCommand {
+    /// SIGKILL a container's process (an OOM kill).
+    Kill {
+        /// NAMESPACE/POD
+        pod: String,
+        #[arg(short, long)]
+        container: Option<String>,
+    },
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?}"))?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(value)),
+        "ms" => Ok(Duration::from_millis(value)),
+        "m" => Ok(Duration::from_secs(value * 60)),
+        "h" => Ok(Duration::from_secs(value * 3600)),
+        _ => Err(format!("invalid duration {text:?} (use ms, s, m or h)")),
+    }
+}
+
+fn split_namespaced(text: &str) -> anyhow::Result<(&str, &str)> {
+    match text.split_once('/') {
+        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
+            Ok((namespace, name))
+        }
+        _ => bail!("expected NAMESPACE/NAME, not {text:?}"),
+    }
+}
+
+async fn node_command(mut lab: Lab, command: NodeCommand) -> anyhow::Result<()> {
+    match command {
+        NodeCommand::Stop { name } => lab.node_stop(&name)?,
+        NodeCommand::Start { name } => lab.node_start(&name)?,
+        NodeCommand::Reboot { name, down_for } => lab.node_reboot(&name, down_for).await?,
+        NodeCommand::Freeze { name } => lab.node_freeze(&name)?,
+        NodeCommand::Thaw { name } => lab.node_thaw(&name)?,
+        NodeCommand::Partition { name, from } => {
+            lab.node_partition(&name, etcd_lab::faults::parse_partition(&from)?)?
+        }
+        NodeCommand::Heal { name } => lab.node_heal(&name)?,
+        NodeCommand::Delete { name } => lab.node_delete(&name).await?,
+        NodeCommand::Add { name, zone } => {
+            let node = lab.node_add(name.as_deref(), zone.as_deref())?;
+            println!("added {} (index {}, {})", node.name, node.index, node.zone);
+        }
+        NodeCommand::TaintOutOfService { name } => lab.node_taint_out_of_service(&name).await?,
+    }
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -191,6 +317,34 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut file =
                 std::fs::File::open(&path).with_context(|| format!("open {}", path.display()))?;
             std::io::copy(&mut file, &mut std::io::stdout().lock())?;
+        }
+        Command::Node(command) => node_command(Lab::open(Some(lab_dir))?, command).await?,
+        Command::Volume(VolumeCommand::Wipe { claim }) => {
+            let (namespace, name) = split_namespaced(&claim)?;
+            let dir = Lab::open(Some(lab_dir))?
+                .volume_wipe(namespace, name)
+                .await?;
+            println!("wiped {}", dir.display());
+        }
+        Command::Volume(VolumeCommand::Corrupt { claim, file }) => {
+            let (namespace, name) = split_namespaced(&claim)?;
+            let lab = Lab::open(Some(lab_dir))?;
+            let path = lab.volume_corrupt(namespace, name, file.as_deref()).await?;
+            println!("corrupted {}", path.display());
+        }
+        Command::Pod(PodCommand::Kill { pod, container }) => {
+            let (namespace, name) = split_namespaced(&pod)?;
+            let lab = Lab::open(Some(lab_dir))?;
+            let killed = lab.pod_kill(namespace, name, container.as_deref()).await?;
+            println!("killed {killed} process(es)");
+        }
+        Command::Apiserver { action } => {
+            let lab = Lab::open(Some(lab_dir))?;
+            if action == "stop" {
+                lab.apiserver_stop()?;
+            } else {
+                lab.apiserver_start().await?;
+            }
         }
         Command::NodeAgent { config } => {
             let config = etcd_lab_node::agent::AgentConfig::load(&config)?;

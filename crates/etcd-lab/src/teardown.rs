@@ -94,7 +94,7 @@ pub fn mounts_under(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-fn unmount_under(root: &Path) -> Result<()> {
+pub(crate) fn unmount_under(root: &Path) -> Result<()> {
     let mut mounts = mounts_under(root);
     // Deepest first.
     mounts.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
