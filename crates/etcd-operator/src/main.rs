@@ -1,1 +1,211 @@
-fn main() {}
+//! `etcd-operator`: the controller (`run`), the CRD printer (`crd`) and the
+//! init container of every etcd pod (`member-guard`).
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use etcd_operator::member_guard;
+use etcd_operator::reconcile::{self, ControllerConfig, Leadership};
+use etcd_operator::telemetry::{self, Health, Metrics};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser, Debug)]
+#[command(name = "etcd-operator", version, about)]
+struct Cli {
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "ETCD_OPERATOR_LOG_FORMAT", global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the controller (in-cluster config, or KUBECONFIG outside a cluster).
+    Run(RunArgs),
+    /// Print the CustomResourceDefinitions as YAML.
+    Crd,
+    /// Init container of every member pod: refuse to start etcd on data that
+    /// belongs to another member or cluster (durability rule 1).
+    MemberGuard(member_guard::MemberGuardArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(
+        long,
+        default_value = "0.0.0.0:8080",
+        env = "ETCD_OPERATOR_METRICS_ADDRESS"
+    )]
+    metrics_address: SocketAddr,
+    /// Watch EtcdClusters in this namespace only (default: all namespaces).
+    #[arg(long, env = "ETCD_OPERATOR_NAMESPACE")]
+    namespace: Option<String>,
+    /// Compete for a Lease so that one replica acts at a time.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "ETCD_OPERATOR_LEADER_ELECTION")]
+    leader_election: bool,
+    /// Namespace of the leader-election Lease (default: the client's
+    /// namespace, i.e. the pod's own namespace in a cluster).
+    #[arg(long, env = "ETCD_OPERATOR_LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// Identity in the Lease (default: the pod name, else the host name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+}
+
+/// Exit code of a member guard that refused the data it found.
+const EXIT_REFUSED: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    match cli.command {
+        Command::Run(args) => report(run_controller(args)),
+        Command::Crd => report(print_crd()),
+        Command::MemberGuard(args) => match member_guard::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                // One line: it becomes the pod's termination message.
+                eprintln!("{error}");
+                if error.is_refusal() {
+                    ExitCode::from(EXIT_REFUSED)
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+        },
+    }
+}
+
+fn report(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_crd() -> anyhow::Result<()> {
+    let yaml = etcd_operator::api::crd_yaml().context("render the CRD")?;
+    print!("{yaml}");
+    Ok(())
+}
+
+fn run_controller(args: RunArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("start the async runtime")?
+        .block_on(run(args))
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,kube_runtime::controller=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let metrics = Metrics::new();
+    let health = Health::default();
+    let server = tokio::spawn(telemetry::serve(
+        args.metrics_address,
+        metrics.clone(),
+        health.clone(),
+    ));
+
+    let client = kube::Client::try_default()
+        .await
+        .context("build a Kubernetes client (in-cluster config or KUBECONFIG)")?;
+    let version = client
+        .apiserver_version()
+        .await
+        .context("reach the API server")?;
+    tracing::info!(apiserver = %version.git_version, namespace = ?args.namespace, "connected");
+
+    let config = ControllerConfig {
+        namespace: args.namespace.clone(),
+        ..ControllerConfig::default()
+    };
+
+    let mut leadership = if args.leader_election {
+        let namespace = args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned());
+        let identity = args.identity.clone().unwrap_or_else(default_identity);
+        let mut leadership = Leadership::start(client.clone(), &namespace, &identity)
+            .await
+            .context("start leader election")?;
+        // A standby replica is ready: it serves its endpoints and takes over
+        // when the leader goes away.
+        health.set_ready(true);
+        tracing::info!(%identity, lease_namespace = %namespace, "waiting for leadership");
+        leadership.acquired().await.context("acquire leadership")?;
+        tracing::info!(%identity, "leading");
+        Some(leadership)
+    } else {
+        None
+    };
+
+    let controller = reconcile::run(client, config, metrics, health.clone());
+    let outcome = match leadership.as_mut() {
+        Some(leadership) => tokio::select! {
+            result = controller => result.map_err(anyhow::Error::from),
+            () = leadership.lost() => Err(anyhow::anyhow!(
+                "lost leadership: stopping so that only one replica acts"
+            )),
+            result = server => flatten_server(result),
+        },
+        None => tokio::select! {
+            result = controller => result.map_err(anyhow::Error::from),
+            result = server => flatten_server(result),
+        },
+    };
+    health.set_ready(false);
+    if let Some(leadership) = leadership {
+        leadership.release().await;
+    }
+    outcome
+}
+
+fn flatten_server(
+    result: Result<Result<(), telemetry::ServeError>, tokio::task::JoinError>,
+) -> anyhow::Result<()> {
+    match result {
+        Ok(Ok(())) => Err(anyhow::anyhow!("metrics and health server stopped")),
+        Ok(Err(error)) => Err(error.into()),
+        Err(error) => Err(anyhow::Error::from(error).context("metrics and health server")),
+    }
+}
+
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+        })
+        .unwrap_or_else(|| "etcd-operator".to_owned());
+    format!("{host}-{}", std::process::id())
+}

@@ -93,11 +93,14 @@ pub enum ObserveError {
         /// Cause.
         source: kube::Error,
     },
-    /// Reading a Node failed (other than not found, which is data).
-    #[error("cannot read node {node}: {source}")]
-    Node {
-        /// Node name.
-        node: String,
+    /// Reading a Node or PersistentVolume failed (other than not found,
+    /// which is data).
+    #[error("cannot read {kind} {name}: {source}")]
+    Get {
+        /// Kind read.
+        kind: &'static str,
+        /// Object name.
+        name: String,
         /// Cause.
         source: kube::Error,
     },
@@ -108,7 +111,7 @@ impl ObserveError {
     pub fn category(&self) -> Category {
         match self {
             ObserveError::NoNamespace(_) => Category::InvalidSpec,
-            ObserveError::List { source, .. } | ObserveError::Node { source, .. } => {
+            ObserveError::List { source, .. } | ObserveError::Get { source, .. } => {
                 Category::of_kube(source)
             }
         }

@@ -1,0 +1,361 @@
+//! Act: carries out the one step a pass planned, and nothing else.
+//!
+//! Children are written by server-side apply with the field manager
+//! `etcd-operator`; deletions carry a UID precondition so that a step
+//! planned for one incarnation of a pod or PVC never hits its successor;
+//! membership changes go through the etcd layer.
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::FIELD_MANAGER;
+use super::error::ActError;
+use crate::etcd::{ConnectSettings, EtcdAdmin, MemberId, format_id};
+
+/// A child object to apply.
+#[derive(Debug, Clone)]
+pub enum Child {
+    /// A member pod.
+    Pod(Box<Pod>),
+    /// A member's volume claim.
+    Pvc(Box<PersistentVolumeClaim>),
+    /// The peer (headless) or client Service.
+    Service(Box<Service>),
+    /// The PodDisruptionBudget of the cluster.
+    Pdb(Box<PodDisruptionBudget>),
+}
+
+impl Child {
+    /// Kind, for messages and events.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Child::Pod(_) => "Pod",
+            Child::Pvc(_) => "PersistentVolumeClaim",
+            Child::Service(_) => "Service",
+            Child::Pdb(_) => "PodDisruptionBudget",
+        }
+    }
+
+    /// Object name.
+    pub fn name(&self) -> String {
+        match self {
+            Child::Pod(o) => o.name_any(),
+            Child::Pvc(o) => o.name_any(),
+            Child::Service(o) => o.name_any(),
+            Child::Pdb(o) => o.name_any(),
+        }
+    }
+}
+
+/// One concrete step against the API server or etcd.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Server-side apply of a child.
+    Apply(Child),
+    /// Delete a pod, only if it is still the incarnation `uid`.
+    DeletePod {
+        /// Pod name.
+        name: String,
+        /// UID the plan saw.
+        uid: Option<String>,
+    },
+    /// Delete a PVC, only if it is still the incarnation `uid`.
+    DeletePvc {
+        /// PVC name.
+        name: String,
+        /// UID the plan saw.
+        uid: Option<String>,
+    },
+    /// Add a learner with these peer URLs.
+    AddLearner {
+        /// Member name (for messages).
+        name: String,
+        /// Peer URLs of the new member.
+        peer_urls: Vec<String>,
+    },
+    /// Promote a caught-up learner.
+    PromoteLearner {
+        /// Member name (for messages).
+        name: String,
+        /// etcd member ID.
+        id: MemberId,
+    },
+    /// Remove a member from etcd's membership.
+    RemoveMember {
+        /// Member name (for messages).
+        name: String,
+        /// etcd member ID.
+        id: MemberId,
+    },
+    /// Move leadership to another voter.
+    MoveLeader {
+        /// Member name (for messages).
+        name: String,
+        /// etcd member ID of the new leader.
+        id: MemberId,
+    },
+}
+
+/// What a successful step changed, for the Event and the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Done {
+    /// Short PascalCase reason.
+    pub reason: &'static str,
+    /// One-line note.
+    pub note: String,
+}
+
+/// Executes `step` in `namespace`; `endpoints` are the client endpoints of
+/// the cluster for membership calls.
+pub async fn execute(
+    client: &Client,
+    namespace: &str,
+    endpoints: &[String],
+    etcd_settings: ConnectSettings,
+    step: &Step,
+) -> Result<Done, ActError> {
+    match step {
+        Step::Apply(child) => {
+            match child {
+                Child::Pod(o) => apply(client, namespace, o.as_ref()).await?,
+                Child::Pvc(o) => apply(client, namespace, o.as_ref()).await?,
+                Child::Service(o) => apply(client, namespace, o.as_ref()).await?,
+                Child::Pdb(o) => apply(client, namespace, o.as_ref()).await?,
+            }
+            Ok(done(step))
+        }
+        Step::DeletePod { name, uid } => {
+            delete::<Pod>(client, namespace, name, uid.clone()).await?;
+            Ok(done(step))
+        }
+        Step::DeletePvc { name, uid } => {
+            delete::<PersistentVolumeClaim>(client, namespace, name, uid.clone()).await?;
+            Ok(done(step))
+        }
+        Step::AddLearner { peer_urls, .. } => {
+            let admin = admin(endpoints, etcd_settings, "add learner")?;
+            let added = admin
+                .add_learner(peer_urls)
+                .await
+                .map_err(|source| ActError::Etcd {
+                    operation: "add learner",
+                    source,
+                })?;
+            let mut done = done(step);
+            done.note = format!("{} as {}", done.note, format_id(added.member.id));
+            Ok(done)
+        }
+        Step::PromoteLearner { id, .. } => {
+            admin(endpoints, etcd_settings, "promote learner")?
+                .promote_learner(*id)
+                .await
+                .map_err(|source| ActError::Etcd {
+                    operation: "promote learner",
+                    source,
+                })?;
+            Ok(done(step))
+        }
+        Step::RemoveMember { id, .. } => {
+            admin(endpoints, etcd_settings, "remove member")?
+                .remove_member(*id)
+                .await
+                .map_err(|source| ActError::Etcd {
+                    operation: "remove member",
+                    source,
+                })?;
+            Ok(done(step))
+        }
+        Step::MoveLeader { id, .. } => {
+            admin(endpoints, etcd_settings, "move leader")?
+                .move_leader(*id)
+                .await
+                .map_err(|source| ActError::Etcd {
+                    operation: "move leader",
+                    source,
+                })?;
+            Ok(done(step))
+        }
+    }
+}
+
+/// The Event reason and note of a step, before it runs.
+pub fn done(step: &Step) -> Done {
+    match step {
+        Step::Apply(child) => Done {
+            reason: match child {
+                Child::Pod(_) => "PodApplied",
+                Child::Pvc(_) => "VolumeClaimApplied",
+                Child::Service(_) => "ServiceApplied",
+                Child::Pdb(_) => "DisruptionBudgetApplied",
+            },
+            note: format!("applied {} {}", child.kind(), child.name()),
+        },
+        Step::DeletePod { name, .. } => Done {
+            reason: "PodDeleted",
+            note: format!("deleted Pod {name}"),
+        },
+        Step::DeletePvc { name, .. } => Done {
+            reason: "VolumeClaimDeleted",
+            note: format!("deleted PersistentVolumeClaim {name}"),
+        },
+        Step::AddLearner { name, peer_urls } => Done {
+            reason: "LearnerAdded",
+            note: format!("added member {name} ({}) as a learner", peer_urls.join(",")),
+        },
+        Step::PromoteLearner { name, id } => Done {
+            reason: "LearnerPromoted",
+            note: format!("promoted learner {name} ({}) to voter", format_id(*id)),
+        },
+        Step::RemoveMember { name, id } => Done {
+            reason: "MemberRemoved",
+            note: format!(
+                "removed member {name} ({}) from the cluster",
+                format_id(*id)
+            ),
+        },
+        Step::MoveLeader { name, id } => Done {
+            reason: "LeaderMoved",
+            note: format!("moved leadership to {name} ({})", format_id(*id)),
+        },
+    }
+}
+
+/// The `action` field of the Event of a step (PascalCase, stable).
+pub fn action_name(step: &Step) -> &'static str {
+    match step {
+        Step::Apply(child) => match child {
+            Child::Pod(_) => "ApplyPod",
+            Child::Pvc(_) => "ApplyVolumeClaim",
+            Child::Service(_) => "ApplyService",
+            Child::Pdb(_) => "ApplyDisruptionBudget",
+        },
+        Step::DeletePod { .. } => "DeletePod",
+        Step::DeletePvc { .. } => "DeleteVolumeClaim",
+        Step::AddLearner { .. } => "AddLearner",
+        Step::PromoteLearner { .. } => "PromoteLearner",
+        Step::RemoveMember { .. } => "RemoveMember",
+        Step::MoveLeader { .. } => "MoveLeader",
+    }
+}
+
+fn admin(
+    endpoints: &[String],
+    settings: ConnectSettings,
+    operation: &'static str,
+) -> Result<EtcdAdmin, ActError> {
+    EtcdAdmin::new(endpoints.iter().cloned(), settings)
+        .map_err(|source| ActError::Etcd { operation, source })
+}
+
+async fn apply<K>(client: &Client, namespace: &str, object: &K) -> Result<(), ActError>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let name = object.name_any();
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .map_err(|source| ActError::Apply {
+        kind: kind_of::<K>(),
+        name,
+        source,
+    })?;
+    Ok(())
+}
+
+async fn delete<K>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    uid: Option<String>,
+) -> Result<(), ActError>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let params = DeleteParams {
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        // Already gone: the step's goal holds.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(ActError::Delete {
+            kind: kind_of::<K>(),
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+fn kind_of<K: Resource<DynamicType = ()>>() -> &'static str {
+    match K::kind(&()).as_ref() {
+        "Pod" => "Pod",
+        "PersistentVolumeClaim" => "PersistentVolumeClaim",
+        "Service" => "Service",
+        "PodDisruptionBudget" => "PodDisruptionBudget",
+        _ => "object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    #[test]
+    fn every_step_names_its_event() {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("main-0".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let step = Step::Apply(Child::Pod(Box::new(pod)));
+        assert_eq!(
+            done(&step),
+            Done {
+                reason: "PodApplied",
+                note: "applied Pod main-0".into()
+            }
+        );
+        assert_eq!(action_name(&step), "ApplyPod");
+
+        let step = Step::RemoveMember {
+            name: "main-2".into(),
+            id: 0xabc,
+        };
+        assert_eq!(done(&step).reason, "MemberRemoved");
+        assert_eq!(
+            done(&step).note,
+            "removed member main-2 (abc) from the cluster"
+        );
+        assert_eq!(action_name(&step), "RemoveMember");
+    }
+
+    #[test]
+    fn kinds_are_named() {
+        assert_eq!(kind_of::<Pod>(), "Pod");
+        assert_eq!(kind_of::<PodDisruptionBudget>(), "PodDisruptionBudget");
+    }
+}

@@ -1,0 +1,156 @@
+//! Observe: everything the planner needs about one cluster, read fresh from
+//! the API server and from etcd on every pass (durability rule 8: after any
+//! outage the operator re-observes before it acts).
+//!
+//! Failure rules: if the API server cannot be read, the pass stops with an
+//! error and nothing is acted on. etcd is different: members that do not
+//! answer are *data* (the etcd layer never fails on an outage), which the
+//! planner must treat as "unknown", never as "gone".
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+
+use super::endpoints::pod_endpoints;
+use super::error::ObserveError;
+use crate::api::EtcdCluster;
+use crate::api::identity::CLUSTER_LABEL;
+use crate::etcd::{ConnectSettings, ObservedEtcd};
+
+/// Client port of every member.
+pub const CLIENT_PORT: u16 = 2379;
+
+/// One observation of a cluster: its Kubernetes objects and its etcd view.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The cluster's pods (by label), Terminating ones included.
+    pub pods: Vec<Pod>,
+    /// The cluster's PVCs (by label).
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    /// The PersistentVolumes bound to those PVCs; `None` when the PV named
+    /// by a PVC does not exist.
+    pub volumes: BTreeMap<String, Option<PersistentVolume>>,
+    /// The nodes the pods are bound to; `None` when the Node object is gone.
+    pub nodes: BTreeMap<String, Option<Node>>,
+    /// What etcd said, through the pods' client endpoints.
+    pub etcd: ObservedEtcd,
+    /// The endpoints that were dialled.
+    pub endpoints: Vec<String>,
+}
+
+impl Snapshot {
+    /// Names of the nodes that host the cluster's pods.
+    pub fn node_names(&self) -> BTreeSet<String> {
+        self.nodes.keys().cloned().collect()
+    }
+}
+
+/// Selector of every object of `cluster`.
+pub fn cluster_selector(cluster: &str) -> String {
+    format!("{CLUSTER_LABEL}={cluster}")
+}
+
+/// Reads the cluster's pods, PVCs, their PVs and nodes, then etcd.
+pub async fn observe(
+    client: &Client,
+    cluster: &EtcdCluster,
+    etcd_settings: ConnectSettings,
+) -> Result<Snapshot, ObserveError> {
+    let name = cluster.name_any();
+    let namespace = cluster
+        .namespace()
+        .ok_or_else(|| ObserveError::NoNamespace(name.clone()))?;
+    let selector = ListParams::default().labels(&cluster_selector(&name));
+
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let pvcs_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &namespace);
+    let (pods, pvcs) = futures::try_join!(
+        async {
+            pods_api
+                .list(&selector)
+                .await
+                .map_err(|source| ObserveError::List {
+                    kind: "pods",
+                    cluster: name.clone(),
+                    source,
+                })
+        },
+        async {
+            pvcs_api
+                .list(&selector)
+                .await
+                .map_err(|source| ObserveError::List {
+                    kind: "persistentvolumeclaims",
+                    cluster: name.clone(),
+                    source,
+                })
+        },
+    )?;
+    let pods = pods.items;
+    let pvcs = pvcs.items;
+
+    let nodes = read_optional::<Node>(
+        &Api::all(client.clone()),
+        pods.iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone()),
+        "node",
+    )
+    .await?;
+    let volumes = read_optional::<PersistentVolume>(
+        &Api::all(client.clone()),
+        pvcs.iter()
+            .filter_map(|c| c.spec.as_ref()?.volume_name.clone())
+            .filter(|v| !v.is_empty()),
+        "persistentvolume",
+    )
+    .await?;
+
+    let endpoints = pod_endpoints(&pods, "http", CLIENT_PORT);
+    let etcd = if endpoints.is_empty() {
+        ObservedEtcd::nothing_observed()
+    } else {
+        crate::etcd::observe(endpoints.clone(), etcd_settings).await
+    };
+    Ok(Snapshot {
+        pods,
+        pvcs,
+        volumes,
+        nodes,
+        etcd,
+        endpoints,
+    })
+}
+
+/// Gets each named object; a missing one is `None` (data, e.g. a deleted
+/// Node), any other failure stops the observation.
+async fn read_optional<K>(
+    api: &Api<K>,
+    names: impl Iterator<Item = String>,
+    kind: &'static str,
+) -> Result<BTreeMap<String, Option<K>>, ObserveError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let names: BTreeSet<String> = names.collect();
+    let reads = names.into_iter().map(|name| async move {
+        match api.get_opt(&name).await {
+            Ok(object) => Ok((name, object)),
+            Err(source) => Err(ObserveError::Get { kind, name, source }),
+        }
+    });
+    futures::future::try_join_all(reads)
+        .await
+        .map(|pairs| pairs.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selects_the_cluster_by_its_label() {
+        assert_eq!(cluster_selector("main"), "durable-etcd.io/cluster=main");
+    }
+}

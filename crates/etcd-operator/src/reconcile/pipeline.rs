@@ -1,0 +1,254 @@
+//! One reconcile pass: observe -> plan (pure) -> act (at most one step) ->
+//! status -> Events -> requeue.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+
+use super::act::{self, Done};
+use super::controller::Context;
+use super::error::{ActError, ObserveError, ReconcileError};
+use super::node_index::ClusterKey;
+use super::observe;
+use super::plan::{self, PassPlan, PlanEvent};
+use super::status;
+use crate::api::{EtcdCluster, EtcdClusterStatus, LastOperation, OperationState};
+use crate::telemetry::ClusterGauges;
+
+/// Runs one pass for `cluster`.
+pub async fn pass(ctx: &Context, cluster: &EtcdCluster) -> Result<Action, ReconcileError> {
+    let name = cluster.name_any();
+    let namespace = cluster
+        .namespace()
+        .ok_or_else(|| ObserveError::NoNamespace(name.clone()))?;
+    let key = ClusterKey {
+        namespace: namespace.clone(),
+        name: name.clone(),
+    };
+    if cluster.meta().deletion_timestamp.is_some() {
+        // Children go with the cluster through their ownerReferences; no
+        // external state needs a finalizer.
+        ctx.nodes.forget(&key);
+        ctx.metrics.forget_cluster(&namespace, &name);
+        return Ok(Action::await_change());
+    }
+
+    let snapshot = observe::observe(&ctx.client, cluster, ctx.config.etcd).await?;
+    ctx.nodes.set_nodes(key, snapshot.node_names());
+
+    let plan = plan::plan(cluster, &snapshot);
+    let reference = cluster.object_ref(&());
+    for event in &plan.events {
+        publish(ctx, &reference, to_kube_event(event)).await;
+    }
+
+    let outcome = match &plan.step {
+        Some(step) => {
+            let result = act::execute(
+                &ctx.client,
+                &namespace,
+                &snapshot.endpoints,
+                ctx.config.etcd,
+                step,
+            )
+            .await;
+            let action = act::action_name(step);
+            match &result {
+                Ok(done) => {
+                    ctx.metrics.action_taken(action);
+                    tracing::info!(cluster = %name, %namespace, action, "{}", done.note);
+                    publish(ctx, &reference, step_event(action, done)).await;
+                }
+                Err(error) => {
+                    tracing::warn!(cluster = %name, %namespace, action, "{error}");
+                    publish(ctx, &reference, failure_event(action, error)).await;
+                }
+            }
+            Some((action, result))
+        }
+        None => None,
+    };
+
+    let succeeded = !matches!(outcome, Some((_, Err(_))));
+    let mut desired = plan.status.clone();
+    if let Some((action, result)) = &outcome {
+        desired.last_operation = Some(last_operation(action, result));
+    }
+    let desired = status::finalize(
+        cluster.status.as_ref(),
+        desired,
+        cluster.metadata.generation,
+        succeeded,
+    );
+    let api: Api<EtcdCluster> = Api::namespaced(ctx.client.clone(), &namespace);
+    status::write(&api, cluster, &desired).await?;
+    ctx.metrics
+        .set_cluster(&namespace, &name, gauges(cluster, &snapshot.etcd));
+
+    if let Some((_, Err(error))) = outcome {
+        return Err(error.into());
+    }
+    Ok(requeue(ctx, &plan))
+}
+
+fn requeue(ctx: &Context, plan: &PassPlan) -> Action {
+    if plan.step.is_some() || plan.progressing {
+        Action::requeue(ctx.config.progress_requeue)
+    } else {
+        Action::requeue(ctx.config.idle_requeue)
+    }
+}
+
+fn gauges(cluster: &EtcdCluster, etcd: &crate::etcd::ObservedEtcd) -> ClusterGauges {
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    ClusterGauges {
+        desired: i64::from(cluster.spec.replicas),
+        members: count(etcd.members.len()),
+        healthy: count(
+            etcd.members
+                .iter()
+                .filter(|m| m.health.is_healthy())
+                .count(),
+        ),
+        learners: count(etcd.learners().count()),
+        quorum: etcd.quorum_reachable,
+    }
+}
+
+fn last_operation(action: &str, result: &Result<Done, ActError>) -> LastOperation {
+    let (description, state) = match result {
+        Ok(done) => (done.note.clone(), OperationState::Succeeded),
+        Err(error) => (error.to_string(), OperationState::Failed),
+    };
+    LastOperation {
+        type_: action.to_owned(),
+        description,
+        state,
+        time: Time(Timestamp::now()),
+    }
+}
+
+/// The Event of a step that succeeded.
+pub fn step_event(action: &str, done: &Done) -> Event {
+    Event {
+        type_: EventType::Normal,
+        reason: done.reason.to_owned(),
+        note: Some(truncate(&done.note)),
+        action: action.to_owned(),
+        secondary: None,
+    }
+}
+
+/// The Event of a step that failed.
+pub fn failure_event(action: &str, error: &ActError) -> Event {
+    Event {
+        type_: EventType::Warning,
+        reason: format!("{action}Failed"),
+        note: Some(truncate(&error.to_string())),
+        action: action.to_owned(),
+        secondary: None,
+    }
+}
+
+/// The Event of something the planner reports (a wait, a refusal).
+pub fn to_kube_event(event: &PlanEvent) -> Event {
+    Event {
+        type_: if event.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: event.reason.clone(),
+        note: Some(truncate(&event.note)),
+        action: event.action.clone(),
+        secondary: None,
+    }
+}
+
+/// Event notes are limited to 1 kB.
+fn truncate(note: &str) -> String {
+    const LIMIT: usize = 1000;
+    if note.len() <= LIMIT {
+        return note.to_owned();
+    }
+    let mut end = LIMIT;
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &note[..end])
+}
+
+async fn publish(ctx: &Context, reference: &ObjectReference, event: Event) {
+    if let Err(error) = ctx.recorder.publish(&event, reference).await {
+        tracing::warn!(reason = %event.reason, "cannot publish event: {error}");
+    }
+}
+
+/// Keeps fields of the current status that are state, not observation.
+pub fn carry_state(current: Option<&EtcdClusterStatus>, desired: &mut EtcdClusterStatus) {
+    if let Some(current) = current {
+        if desired.cluster_token.is_none() {
+            desired.cluster_token = current.cluster_token.clone();
+        }
+        if desired.bootstrap_replicas.is_none() {
+            desired.bootstrap_replicas = current.bootstrap_replicas;
+        }
+        if desired.last_operation.is_none() {
+            desired.last_operation = current.last_operation.clone();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_events_are_normal_and_failures_warnings() {
+        let done = Done {
+            reason: "PodApplied",
+            note: "applied Pod main-0".into(),
+        };
+        let event = step_event("ApplyPod", &done);
+        assert_eq!(event.type_, EventType::Normal);
+        assert_eq!(event.reason, "PodApplied");
+        assert_eq!(event.action, "ApplyPod");
+
+        let error = ActError::Build {
+            kind: "Pod",
+            name: "main-0".into(),
+            reason: "no token".into(),
+        };
+        let event = failure_event("ApplyPod", &error);
+        assert_eq!(event.type_, EventType::Warning);
+        assert_eq!(event.reason, "ApplyPodFailed");
+        assert_eq!(
+            event.note.as_deref(),
+            Some("cannot build Pod main-0: no token")
+        );
+    }
+
+    #[test]
+    fn long_notes_are_cut_on_a_char_boundary() {
+        let note = "é".repeat(800);
+        let cut = truncate(&note);
+        assert!(cut.len() <= 1004);
+        assert!(cut.ends_with('…'));
+    }
+
+    #[test]
+    fn state_in_status_survives_a_pass() {
+        let current = EtcdClusterStatus {
+            cluster_token: Some("main-abc".into()),
+            bootstrap_replicas: Some(3),
+            ..Default::default()
+        };
+        let mut desired = EtcdClusterStatus::default();
+        carry_state(Some(&current), &mut desired);
+        assert_eq!(desired.cluster_token.as_deref(), Some("main-abc"));
+        assert_eq!(desired.bootstrap_replicas, Some(3));
+    }
+}

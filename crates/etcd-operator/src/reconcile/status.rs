@@ -1,0 +1,200 @@
+//! The status write: one server-side apply of the whole status on the
+//! status subresource, skipped when nothing but timestamps would change.
+//!
+//! `observedGeneration` is set last: only once the pass that planned for a
+//! generation has finished its step without error. A failed step leaves the
+//! previous value, so clients never read "done" for a spec the operator has
+//! not acted on.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::FIELD_MANAGER;
+use super::error::StatusError;
+use crate::api::{EtcdCluster, EtcdClusterStatus};
+
+/// Completes the planned status: timestamps of unchanged conditions and of
+/// an unchanged last operation are kept from `current`, and
+/// `observedGeneration` advances only if `step_succeeded`.
+pub fn finalize(
+    current: Option<&EtcdClusterStatus>,
+    mut desired: EtcdClusterStatus,
+    generation: Option<i64>,
+    step_succeeded: bool,
+) -> EtcdClusterStatus {
+    if let Some(current) = current {
+        desired.conditions = keep_transition_times(&current.conditions, desired.conditions);
+        if let (Some(old), Some(new)) = (&current.last_operation, &mut desired.last_operation)
+            && old.type_ == new.type_
+            && old.description == new.description
+            && old.state == new.state
+        {
+            new.time = old.time.clone();
+        }
+        for member in &mut desired.members {
+            if let Some(old) = current.members.iter().find(|m| m.name == member.name)
+                && old.healthy == member.healthy
+                && old.healthy_since.is_some()
+                && member.healthy_since.is_some()
+            {
+                member.healthy_since = old.healthy_since.clone();
+            }
+        }
+    }
+    desired.observed_generation = if step_succeeded {
+        generation.or(current.and_then(|c| c.observed_generation))
+    } else {
+        current.and_then(|c| c.observed_generation)
+    };
+    desired
+}
+
+/// A condition keeps its `lastTransitionTime` while its status is unchanged
+/// (Kubernetes API conventions), whatever its reason or message.
+fn keep_transition_times(current: &[Condition], desired: Vec<Condition>) -> Vec<Condition> {
+    desired
+        .into_iter()
+        .map(|mut condition| {
+            if let Some(old) = current.iter().find(|c| c.type_ == condition.type_)
+                && old.status == condition.status
+            {
+                condition.last_transition_time = old.last_transition_time.clone();
+            }
+            condition
+        })
+        .collect()
+}
+
+/// Whether writing `desired` would change anything.
+pub fn needs_write(current: Option<&EtcdClusterStatus>, desired: &EtcdClusterStatus) -> bool {
+    current != Some(desired)
+}
+
+/// Writes `desired` unless it equals the current status. Returns whether a
+/// write happened.
+pub async fn write(
+    api: &Api<EtcdCluster>,
+    cluster: &EtcdCluster,
+    desired: &EtcdClusterStatus,
+) -> Result<bool, StatusError> {
+    if !needs_write(cluster.status.as_ref(), desired) {
+        return Ok(false);
+    }
+    let name = cluster.name_any();
+    let status = serde_json::to_value(desired).map_err(|source| StatusError::Serialize {
+        cluster: name.clone(),
+        source,
+    })?;
+    let body = json!({
+        "apiVersion": EtcdCluster::api_version(&()),
+        "kind": EtcdCluster::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .map_err(|source| StatusError::Patch {
+        cluster: name,
+        source,
+    })?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{LastOperation, MemberStatus, OperationState};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn time(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).expect("valid timestamp"))
+    }
+
+    fn condition(type_: &str, status: &str, reason: &str, at: i64) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            last_transition_time: time(at),
+            observed_generation: None,
+        }
+    }
+
+    fn status(conditions: Vec<Condition>) -> EtcdClusterStatus {
+        EtcdClusterStatus {
+            conditions,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn unchanged_conditions_keep_their_transition_time() {
+        let current = status(vec![
+            condition("Available", "True", "QuorumHealthy", 100),
+            condition("Degraded", "False", "AllMembersHealthy", 100),
+        ]);
+        let desired = status(vec![
+            condition("Available", "True", "QuorumHealthy", 200),
+            condition("Degraded", "True", "MemberUnhealthy", 200),
+        ]);
+        let out = finalize(Some(&current), desired, Some(1), true);
+        assert_eq!(out.conditions[0].last_transition_time, time(100));
+        assert_eq!(out.conditions[1].last_transition_time, time(200));
+    }
+
+    #[test]
+    fn a_pass_that_changes_nothing_writes_nothing() {
+        let current = EtcdClusterStatus {
+            observed_generation: Some(3),
+            conditions: vec![condition("Available", "True", "QuorumHealthy", 100)],
+            last_operation: Some(LastOperation {
+                type_: "CreatePod".into(),
+                description: "created pod main-0".into(),
+                state: OperationState::Succeeded,
+                time: time(100),
+            }),
+            members: vec![MemberStatus {
+                name: "main-0".into(),
+                healthy: true,
+                healthy_since: Some(time(50)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut desired = current.clone();
+        desired.observed_generation = None;
+        desired.conditions[0].last_transition_time = time(300);
+        if let Some(op) = desired.last_operation.as_mut() {
+            op.time = time(300);
+        }
+        desired.members[0].healthy_since = Some(time(300));
+        let out = finalize(Some(&current), desired, Some(3), true);
+        assert!(!needs_write(Some(&current), &out), "{out:?}");
+    }
+
+    #[test]
+    fn observed_generation_advances_only_after_a_successful_step() {
+        let current = EtcdClusterStatus {
+            observed_generation: Some(3),
+            ..Default::default()
+        };
+        let out = finalize(Some(&current), EtcdClusterStatus::default(), Some(4), false);
+        assert_eq!(out.observed_generation, Some(3));
+        let out = finalize(Some(&current), EtcdClusterStatus::default(), Some(4), true);
+        assert_eq!(out.observed_generation, Some(4));
+        let out = finalize(None, EtcdClusterStatus::default(), Some(1), false);
+        assert_eq!(out.observed_generation, None);
+    }
+
+    #[test]
+    fn a_first_status_is_always_written() {
+        assert!(needs_write(None, &EtcdClusterStatus::default()));
+    }
+}
