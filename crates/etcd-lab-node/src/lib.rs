@@ -6,6 +6,7 @@ pub mod agent;
 pub mod cgroup;
 pub mod container;
 pub mod image;
+pub(crate) mod kubelet_api;
 pub mod network;
 pub mod pod;
 pub mod probe;

@@ -6,8 +6,10 @@
 //!   endpoint chosen with `numgen random mod N`;
 //! - `postrouting` (nat): masquerade of DNATed connections, so replies come
 //!   back through the router;
-//! - `forward` (filter): Service ports without endpoints are rejected at
-//!   once, as kube-proxy does.
+//! - `reject-endpointless` (filter, prerouting, before the DNAT): Service
+//!   ports without endpoints are rejected at once (TCP reset, ICMP port
+//!   unreachable), as kube-proxy does. In the forward hook the packet would
+//!   never arrive: the router has no route for the service range.
 //!
 //! The script deletes and recreates the table in one transaction, so it
 //! applies atomically whether the table exists or not.
@@ -193,15 +195,15 @@ pub fn ruleset(ports: &[ServicePort]) -> String {
          {dnat}\
          \t}}\n\
          \tchain output {{\n\
-         \t\ttype nat hook output priority dstnat; policy accept;\n\
+         \t\ttype nat hook output priority -100; policy accept;\n\
          {dnat}\
          \t}}\n\
          \tchain postrouting {{\n\
          \t\ttype nat hook postrouting priority srcnat; policy accept;\n\
          \t\tct status dnat masquerade\n\
          \t}}\n\
-         \tchain forward {{\n\
-         \t\ttype filter hook forward priority filter; policy accept;\n\
+         \tchain reject-endpointless {{\n\
+         \t\ttype filter hook prerouting priority -110; policy accept;\n\
          {reject}\
          \t}}\n\
          }}\n"
