@@ -35,12 +35,7 @@ pub async fn run(
     listen: SocketAddr,
     cluster_domain: String,
 ) -> Result<(), DnsError> {
-    let (udp, tcp) = server::bind(listen)
-        .await
-        .map_err(|source| DnsError::Bind {
-            addr: listen,
-            source,
-        })?;
+    let (udp, tcp) = bind_when_available(listen).await?;
     let (sender, receiver) =
         tokio::sync::watch::channel(Arc::new(RecordTable::new(&cluster_domain)));
     tracing::info!(%listen, domain = %cluster_domain, "dns: serving");
@@ -52,5 +47,31 @@ pub async fn run(
         () = watch::run(client, cluster_domain, sender) => Ok(()),
         result = server::serve_udp(udp, receiver.clone()) => result.map_err(serve_error),
         result = server::serve_tcp(tcp, receiver) => result.map_err(serve_error),
+    }
+}
+
+/// Binds `listen`, waiting while its address does not exist yet (the lab
+/// network creates `10.244.0.1` on the host side of the router uplink).
+async fn bind_when_available(
+    listen: SocketAddr,
+) -> Result<(tokio::net::UdpSocket, tokio::net::TcpListener), DnsError> {
+    let mut warned = false;
+    loop {
+        match server::bind(listen).await {
+            Ok(sockets) => return Ok(sockets),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+                if !warned {
+                    tracing::warn!(%listen, "dns: address not available yet, waiting for the lab network");
+                    warned = true;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            Err(source) => {
+                return Err(DnsError::Bind {
+                    addr: listen,
+                    source,
+                });
+            }
+        }
     }
 }
