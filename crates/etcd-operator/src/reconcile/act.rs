@@ -62,6 +62,16 @@ pub enum Step {
         name: String,
         /// UID the plan saw.
         uid: Option<String>,
+        /// Skip the grace period: only for a pod whose node is confirmed
+        /// gone (durability rule 4), so no process of it can still run.
+        force: bool,
+    },
+    /// Merge annotations into a PVC (identity of the data it holds).
+    AnnotatePvc {
+        /// PVC name.
+        name: String,
+        /// Annotations to set.
+        annotations: std::collections::BTreeMap<String, String>,
     },
     /// Delete a PVC, only if it is still the incarnation `uid`.
     DeletePvc {
@@ -128,12 +138,24 @@ pub async fn execute(
             }
             Ok(done(step))
         }
-        Step::DeletePod { name, uid } => {
-            delete::<Pod>(client, namespace, name, uid.clone()).await?;
+        Step::DeletePod { name, uid, force } => {
+            delete::<Pod>(client, namespace, name, uid.clone(), *force).await?;
             Ok(done(step))
         }
         Step::DeletePvc { name, uid } => {
-            delete::<PersistentVolumeClaim>(client, namespace, name, uid.clone()).await?;
+            delete::<PersistentVolumeClaim>(client, namespace, name, uid.clone(), false).await?;
+            Ok(done(step))
+        }
+        Step::AnnotatePvc { name, annotations } => {
+            let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+            let patch = serde_json::json!({ "metadata": { "annotations": annotations } });
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|source| ActError::Apply {
+                    kind: "PersistentVolumeClaim",
+                    name: name.clone(),
+                    source,
+                })?;
             Ok(done(step))
         }
         Step::AddLearner { peer_urls, .. } => {
@@ -194,9 +216,24 @@ pub fn done(step: &Step) -> Done {
             },
             note: format!("applied {} {}", child.kind(), child.name()),
         },
-        Step::DeletePod { name, .. } => Done {
+        Step::DeletePod { name, force, .. } => Done {
             reason: "PodDeleted",
-            note: format!("deleted Pod {name}"),
+            note: if *force {
+                format!("deleted Pod {name} without grace period (its node is confirmed gone)")
+            } else {
+                format!("deleted Pod {name}")
+            },
+        },
+        Step::AnnotatePvc { name, annotations } => Done {
+            reason: "VolumeClaimAnnotated",
+            note: format!(
+                "recorded {} on PersistentVolumeClaim {name}",
+                annotations
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         },
         Step::DeletePvc { name, .. } => Done {
             reason: "VolumeClaimDeleted",
@@ -234,6 +271,7 @@ pub fn action_name(step: &Step) -> &'static str {
             Child::Pdb(_) => "ApplyDisruptionBudget",
         },
         Step::DeletePod { .. } => "DeletePod",
+        Step::AnnotatePvc { .. } => "AnnotateVolumeClaim",
         Step::DeletePvc { .. } => "DeleteVolumeClaim",
         Step::AddLearner { .. } => "AddLearner",
         Step::PromoteLearner { .. } => "PromoteLearner",
@@ -280,6 +318,7 @@ async fn delete<K>(
     namespace: &str,
     name: &str,
     uid: Option<String>,
+    force: bool,
 ) -> Result<(), ActError>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -293,6 +332,7 @@ where
             uid: Some(uid),
             resource_version: None,
         }),
+        grace_period_seconds: force.then_some(0),
         ..DeleteParams::default()
     };
     match api.delete(name, &params).await {

@@ -32,8 +32,9 @@ pub struct Snapshot {
     /// The PersistentVolumes bound to those PVCs; `None` when the PV named
     /// by a PVC does not exist.
     pub volumes: BTreeMap<String, Option<PersistentVolume>>,
-    /// The nodes the pods are bound to; `None` when the Node object is gone.
-    pub nodes: BTreeMap<String, Option<Node>>,
+    /// Every Node of the Kubernetes cluster by name. A node absent from
+    /// this map has been deleted (the list succeeded, so absence is real).
+    pub nodes: BTreeMap<String, Node>,
     /// What etcd said, through the pods' client endpoints.
     pub etcd: ObservedEtcd,
     /// The endpoints that were dialled.
@@ -41,9 +42,12 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Names of the nodes that host the cluster's pods.
-    pub fn node_names(&self) -> BTreeSet<String> {
-        self.nodes.keys().cloned().collect()
+    /// Names of the nodes the cluster's pods are bound to.
+    pub fn pod_node_names(&self) -> BTreeSet<String> {
+        self.pods
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect()
     }
 }
 
@@ -52,7 +56,7 @@ pub fn cluster_selector(cluster: &str) -> String {
     format!("{CLUSTER_LABEL}={cluster}")
 }
 
-/// Reads the cluster's pods, PVCs, their PVs and nodes, then etcd.
+/// Reads the cluster's pods, PVCs and their PVs, every Node, then etcd.
 pub async fn observe(
     client: &Client,
     cluster: &EtcdCluster,
@@ -91,13 +95,18 @@ pub async fn observe(
     let pods = pods.items;
     let pvcs = pvcs.items;
 
-    let nodes = read_optional::<Node>(
-        &Api::all(client.clone()),
-        pods.iter()
-            .filter_map(|p| p.spec.as_ref()?.node_name.clone()),
-        "node",
-    )
-    .await?;
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| ObserveError::List {
+            kind: "nodes",
+            cluster: name.clone(),
+            source,
+        })?
+        .items
+        .into_iter()
+        .map(|node| (node.name_any(), node))
+        .collect();
     let volumes = read_optional::<PersistentVolume>(
         &Api::all(client.clone()),
         pvcs.iter()

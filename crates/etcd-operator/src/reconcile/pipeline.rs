@@ -37,7 +37,7 @@ pub async fn pass(ctx: &Context, cluster: &EtcdCluster) -> Result<Action, Reconc
     }
 
     let snapshot = observe::observe(&ctx.client, cluster, ctx.config.etcd).await?;
-    ctx.nodes.set_nodes(key, snapshot.node_names());
+    ctx.nodes.set_nodes(key, snapshot.pod_node_names());
 
     let plan = plan::plan(cluster, &snapshot);
     let reference = cluster.object_ref(&());
