@@ -319,12 +319,14 @@ mod tests {
 
     #[test]
     fn keeps_conditions_owned_by_others_and_reports_terminal_phases() {
-        let mut previous = PodStatus::default();
-        previous.conditions = Some(vec![PodCondition {
-            type_: "PodScheduled".into(),
-            status: "True".into(),
+        let previous = PodStatus {
+            conditions: Some(vec![PodCondition {
+                type_: "PodScheduled".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
             ..Default::default()
-        }]);
+        };
         let mut v = view();
         v.init.clear();
         v.app[0].state = RunState::Terminated {

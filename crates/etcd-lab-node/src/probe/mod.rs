@@ -56,10 +56,10 @@ fn seconds(v: Option<i32>, default: i32) -> Duration {
 /// Runs the probes of one container until the receiver is dropped.
 pub async fn run_probes(target: ProbeTarget, events: mpsc::Sender<ProbeEvent>) {
     let c = target.container.clone();
-    if let Some(startup) = &c.startup_probe {
-        if !probe_loop(&target, startup, ProbeKind::Startup, &events).await {
-            return;
-        }
+    if let Some(startup) = &c.startup_probe
+        && !probe_loop(&target, startup, ProbeKind::Startup, &events).await
+    {
+        return;
     }
     if events.send(ProbeEvent::Started).await.is_err() {
         return;
