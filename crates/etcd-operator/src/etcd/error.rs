@@ -379,7 +379,7 @@ mod tests {
     }
 
     #[test]
-    fn unhealthy_cluster_means_the_change_would_lose_quorum() {
+    fn unhealthy_cluster_is_an_unsafe_membership_change() {
         let error = status(tonic::Code::Unavailable, "etcdserver: unhealthy cluster");
         assert!(matches!(error, EtcdError::UnsafeMembershipChange { .. }));
         assert_eq!(error.category(), ErrorCategory::Refused);
