@@ -11,6 +11,7 @@ mod act;
 mod controller;
 mod endpoints;
 mod error;
+pub mod facts;
 mod leadership;
 mod node_index;
 mod observe;
