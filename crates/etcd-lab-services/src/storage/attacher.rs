@@ -73,7 +73,11 @@ fn error_policy(
     error: &StorageError,
     _: Arc<Context>,
 ) -> Action {
-    tracing::warn!(attachment = %attachment.name_any(), "attach failed: {error}");
+    if error.is_conflict() {
+        tracing::debug!("conflict, retrying: {error}");
+    } else {
+        tracing::warn!(attachment = %attachment.name_any(), "attach failed: {error}");
+    }
     Action::requeue(Duration::from_secs(1))
 }
 

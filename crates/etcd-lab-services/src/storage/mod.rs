@@ -61,6 +61,13 @@ pub enum StorageError {
     },
 }
 
+impl StorageError {
+    /// A write lost a race with another writer: retried, not worth a warning.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Kube(kube::Error::Api(status)) if status.code == 409)
+    }
+}
+
 /// What the storage controllers share.
 pub struct Context {
     pub client: kube::Client,

@@ -33,7 +33,11 @@ fn error_policy(
     error: &StorageError,
     _: Arc<Context>,
 ) -> Action {
-    tracing::warn!(claim = %claim.name_any(), namespace = ?claim.namespace(), "provisioning failed: {error}");
+    if error.is_conflict() {
+        tracing::debug!("conflict, retrying: {error}");
+    } else {
+        tracing::warn!(claim = %claim.name_any(), namespace = ?claim.namespace(), "provisioning failed: {error}");
+    }
     Action::requeue(Duration::from_secs(2))
 }
 

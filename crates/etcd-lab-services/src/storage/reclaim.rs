@@ -69,7 +69,11 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 fn error_policy(volume: Arc<PersistentVolume>, error: &StorageError, _: Arc<Context>) -> Action {
-    tracing::warn!(volume = %volume.name_any(), "reclaim failed: {error}");
+    if error.is_conflict() {
+        tracing::debug!("conflict, retrying: {error}");
+    } else {
+        tracing::warn!(volume = %volume.name_any(), "reclaim failed: {error}");
+    }
     Action::requeue(Duration::from_secs(2))
 }
 
