@@ -3,5 +3,7 @@
 pub mod api;
 pub mod etcd;
 pub mod member_guard;
+pub mod planner;
 pub mod reconcile;
+pub mod resources;
 pub mod telemetry;

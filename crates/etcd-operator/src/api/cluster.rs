@@ -1,5 +1,9 @@
 //! The `EtcdCluster` kind and its spec.
 
+// Each `printcolumn(...)` repeats `type_ = ...`, which clippy mistakes for
+// a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
 use kube::{CustomResource, KubeSchema, core::Duration};
 use serde::{Deserialize, Serialize};
 

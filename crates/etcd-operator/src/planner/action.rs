@@ -1,0 +1,253 @@
+//! The actions the planner can ask for: at most one per pass.
+
+use crate::api::identity::{MemberIdentity, format_id};
+use crate::etcd::MemberId;
+
+/// How a member Pod starts etcd.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// `--initial-cluster-state=new`: only for the members of the first
+    /// bootstrap of an incarnation, before the cluster has ever formed.
+    New {
+        /// `--initial-cluster-token`, unique to the incarnation.
+        token: String,
+        /// Ordinals listed in `--initial-cluster`.
+        initial_members: Vec<u32>,
+    },
+    /// `--initial-cluster-state=existing`: every other start. A member with
+    /// data ignores it; an empty member joins the membership it was added to.
+    Existing {
+        /// `--initial-cluster-token` of the incarnation.
+        token: String,
+        /// Ordinals listed in `--initial-cluster` (the membership plus this
+        /// member).
+        initial_members: Vec<u32>,
+    },
+}
+
+impl Bootstrap {
+    /// Whether this is `--initial-cluster-state=new`.
+    pub fn is_new(&self) -> bool {
+        matches!(self, Self::New { .. })
+    }
+
+    /// The incarnation token.
+    pub fn token(&self) -> &str {
+        match self {
+            Self::New { token, .. } | Self::Existing { token, .. } => token,
+        }
+    }
+
+    /// Ordinals of `--initial-cluster`.
+    pub fn initial_members(&self) -> &[u32] {
+        match self {
+            Self::New {
+                initial_members, ..
+            }
+            | Self::Existing {
+                initial_members, ..
+            } => initial_members,
+        }
+    }
+}
+
+/// One step of the operator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Create the headless peer Service (`publishNotReadyAddresses`).
+    CreatePeerService,
+    /// Create the client Service.
+    CreateClientService,
+    /// Create the PodDisruptionBudget.
+    CreatePodDisruptionBudget,
+    /// Create the PVC of an ordinal, annotated with the identity known so far.
+    CreatePvc {
+        /// The ordinal.
+        ordinal: u32,
+        /// Identity annotations.
+        identity: MemberIdentity,
+    },
+    /// Create the Pod of an ordinal on its existing PVC.
+    CreatePod {
+        /// The ordinal.
+        ordinal: u32,
+        /// How etcd starts.
+        bootstrap: Bootstrap,
+        /// The identity its data must carry (checked by `member-guard`).
+        identity: MemberIdentity,
+    },
+    /// Delete the Pod of an ordinal.
+    DeletePod {
+        /// The ordinal.
+        ordinal: u32,
+        /// Delete with grace period 0: only when its node is confirmed gone,
+        /// so nothing of it can still run.
+        force: bool,
+        /// Why.
+        reason: String,
+    },
+    /// Delete the PVC of an ordinal: its data is known gone, or its member
+    /// was removed by scale-down and the retention policy says `Delete`.
+    DeletePvc {
+        /// The ordinal.
+        ordinal: u32,
+        /// Why.
+        reason: String,
+    },
+    /// Record on the PVC which etcd member its data belongs to.
+    AnnotatePvcIdentity {
+        /// The ordinal.
+        ordinal: u32,
+        /// The identity to record.
+        identity: MemberIdentity,
+    },
+    /// Add the member of an ordinal to etcd as a learner.
+    AddLearner {
+        /// The ordinal.
+        ordinal: u32,
+    },
+    /// Promote a learner that has caught up to a voter.
+    PromoteLearner {
+        /// etcd member ID.
+        id: MemberId,
+        /// Its ordinal.
+        ordinal: u32,
+    },
+    /// Remove a member from etcd.
+    RemoveMember {
+        /// etcd member ID.
+        id: MemberId,
+        /// Its ordinal, if it has one.
+        ordinal: Option<u32>,
+        /// Why.
+        reason: String,
+    },
+    /// Move raft leadership to another voter.
+    TransferLeadership {
+        /// The current leader.
+        from: MemberId,
+        /// The voter to lead.
+        to: MemberId,
+    },
+    /// Start a new incarnation from the data of the surviving member with the
+    /// newest revision. Only ever planned after the data of a majority is
+    /// known lost and the recovery policy allows it.
+    RestoreFromSurvivor {
+        /// The survivor's ordinal.
+        ordinal: u32,
+        /// The survivor's member ID.
+        id: MemberId,
+        /// Its revision, the newest data that will be kept.
+        revision: Option<i64>,
+        /// Token of the new incarnation.
+        new_token: String,
+    },
+}
+
+impl Action {
+    /// The kind of action, for status, Events and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::CreatePeerService => "CreatePeerService",
+            Self::CreateClientService => "CreateClientService",
+            Self::CreatePodDisruptionBudget => "CreatePodDisruptionBudget",
+            Self::CreatePvc { .. } => "CreatePvc",
+            Self::CreatePod { .. } => "CreatePod",
+            Self::DeletePod { .. } => "DeletePod",
+            Self::DeletePvc { .. } => "DeletePvc",
+            Self::AnnotatePvcIdentity { .. } => "AnnotatePvcIdentity",
+            Self::AddLearner { .. } => "AddLearner",
+            Self::PromoteLearner { .. } => "PromoteLearner",
+            Self::RemoveMember { .. } => "RemoveMember",
+            Self::TransferLeadership { .. } => "TransferLeadership",
+            Self::RestoreFromSurvivor { .. } => "RestoreFromSurvivor",
+        }
+    }
+
+    /// Whether the action changes etcd membership.
+    pub fn changes_membership(&self) -> bool {
+        matches!(
+            self,
+            Self::AddLearner { .. } | Self::PromoteLearner { .. } | Self::RemoveMember { .. }
+        )
+    }
+
+    /// A sentence for status and Events.
+    pub fn describe(&self, cluster: &str) -> String {
+        let member = |o: &u32| format!("{cluster}-{o}");
+        match self {
+            Self::CreatePeerService => "creating the headless peer Service".to_string(),
+            Self::CreateClientService => "creating the client Service".to_string(),
+            Self::CreatePodDisruptionBudget => "creating the PodDisruptionBudget".to_string(),
+            Self::CreatePvc { ordinal, .. } => format!("creating the PVC of {}", member(ordinal)),
+            Self::CreatePod {
+                ordinal, bootstrap, ..
+            } => format!(
+                "creating Pod {} (--initial-cluster-state={})",
+                member(ordinal),
+                if bootstrap.is_new() {
+                    "new"
+                } else {
+                    "existing"
+                }
+            ),
+            Self::DeletePod {
+                ordinal,
+                force,
+                reason,
+            } => format!(
+                "deleting Pod {}{}: {reason}",
+                member(ordinal),
+                if *force {
+                    " (force, node confirmed gone)"
+                } else {
+                    ""
+                }
+            ),
+            Self::DeletePvc { ordinal, reason } => {
+                format!("deleting the PVC of {}: {reason}", member(ordinal))
+            }
+            Self::AnnotatePvcIdentity { ordinal, identity } => format!(
+                "recording member {} on the PVC of {}",
+                identity.member_id.map(format_id).unwrap_or_default(),
+                member(ordinal)
+            ),
+            Self::AddLearner { ordinal } => format!("adding {} as a learner", member(ordinal)),
+            Self::PromoteLearner { id, ordinal } => {
+                format!(
+                    "promoting learner {} ({}) to voter",
+                    member(ordinal),
+                    format_id(*id)
+                )
+            }
+            Self::RemoveMember {
+                id,
+                ordinal,
+                reason,
+            } => format!(
+                "removing member {}{}: {reason}",
+                format_id(*id),
+                ordinal
+                    .map(|o| format!(" ({})", member(&o)))
+                    .unwrap_or_default()
+            ),
+            Self::TransferLeadership { from, to } => format!(
+                "transferring leadership from {} to {}",
+                format_id(*from),
+                format_id(*to)
+            ),
+            Self::RestoreFromSurvivor {
+                ordinal,
+                revision,
+                new_token,
+                ..
+            } => format!(
+                "restoring a new incarnation {new_token} from survivor {} at revision {}",
+                member(ordinal),
+                revision
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|| "unknown".to_string())
+            ),
+        }
+    }
+}

@@ -1,0 +1,629 @@
+//! The decision: which single step to take next, in a fixed order of
+//! priority. Each step function returns `Some` when it decides the pass.
+
+use super::action::{Action, Bootstrap};
+use super::evidence::{PodTrouble, data_gone, pod_trouble};
+use super::membership::{KnownMember, Membership, Source, quorum};
+use super::observed::Observed;
+use crate::api::identity::{MemberIdentity, parse_id};
+use crate::api::{RecoveryPolicy, RetentionPolicy};
+
+/// What a pass decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Take this action.
+    Act(Action),
+    /// Take no action, for this reason.
+    Wait(Waiting),
+}
+
+/// Why the planner waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// `spec.paused`.
+    Paused,
+    /// Bootstrap members are starting.
+    Bootstrapping,
+    /// Quorum is lost; the named members are awaited.
+    QuorumLost {
+        /// Member names awaited.
+        awaited: Vec<String>,
+    },
+    /// The data of a majority is known lost; waiting for the recovery policy.
+    MajorityDataLost {
+        /// Members whose data is lost, with the evidence.
+        lost: Vec<String>,
+    },
+    /// A membership change waits for every voter to be healthy for 5 s.
+    HealthNotStable,
+    /// A learner is catching up.
+    LearnerCatchingUp,
+    /// Something needs a person; the message says what.
+    NeedsAttention(String),
+    /// A Pod or volume is on its way (terminating, starting).
+    InProgress(String),
+    /// Nothing to do.
+    Steady,
+}
+
+/// Everything derived once per pass.
+pub struct Context<'a> {
+    /// The observation.
+    pub o: &'a Observed,
+    /// The membership.
+    pub membership: Membership,
+    /// Token of the current incarnation.
+    pub token: String,
+    /// The cluster has formed at least once (quorum was reached): from now
+    /// on, never `--initial-cluster-state=new`.
+    pub formed: bool,
+    /// The etcd cluster ID, when known.
+    pub cluster_id: Option<u64>,
+    /// Voters of the first bootstrap.
+    pub bootstrap_replicas: u32,
+    /// Desired voters.
+    pub replicas: u32,
+}
+
+impl<'a> Context<'a> {
+    /// Derives the context of an observation.
+    pub fn new(o: &'a Observed) -> Self {
+        let membership = Membership::from_observed(o);
+        let status_cluster_id = o.status.cluster_id.as_deref().and_then(parse_id);
+        let pvc_cluster_id = o
+            .ordinals
+            .values()
+            .filter_map(|objects| objects.pvc.as_ref()?.identity.cluster_id)
+            .next();
+        let live_cluster_id = if o.etcd.quorum_reachable {
+            o.etcd.cluster_id
+        } else {
+            None
+        };
+        let cluster_id = live_cluster_id.or(status_cluster_id).or(pvc_cluster_id);
+        let token = o
+            .status
+            .cluster_token
+            .clone()
+            .unwrap_or_else(|| first_token(o));
+        let replicas = o.spec.replica_count();
+        let bootstrap_replicas = o
+            .status
+            .bootstrap_replicas
+            .and_then(|r| u32::try_from(r).ok())
+            .unwrap_or(replicas);
+        Self {
+            o,
+            membership,
+            token,
+            formed: cluster_id.is_some(),
+            cluster_id,
+            bootstrap_replicas,
+            replicas,
+        }
+    }
+
+    fn name(&self, ordinal: u32) -> String {
+        crate::resources::names::member_name(&self.o.name, ordinal)
+    }
+
+    fn identity_of(&self, ordinal: u32) -> MemberIdentity {
+        let objects = self.o.objects(ordinal);
+        let from_pvc = objects.pvc.map(|p| p.identity).unwrap_or_default();
+        MemberIdentity {
+            cluster_token: self.token.clone(),
+            cluster_id: from_pvc.cluster_id.or(self.cluster_id),
+            member_id: from_pvc.member_id,
+        }
+    }
+
+    /// Data-loss evidence of an ordinal.
+    pub fn data_gone(&self, ordinal: u32) -> Option<String> {
+        let member = self.membership.of_ordinal(ordinal);
+        let objects = self.o.objects(ordinal);
+        if let Some(evidence) = data_gone(self.o, &objects, member.is_some()) {
+            return Some(evidence);
+        }
+        // A PVC that records another member than the one etcd knows for
+        // this ordinal holds that other member's data.
+        let recorded = objects.pvc.as_ref().and_then(|p| p.identity.member_id);
+        match (member, recorded) {
+            (Some(m), Some(recorded))
+                if self.membership.source == Source::Live && recorded != m.id =>
+            {
+                Some(format!(
+                    "its PVC holds the data of removed member {recorded:x}"
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// The ordinals considered in this pass.
+    pub fn ordinals(&self) -> Vec<u32> {
+        let mut all: Vec<u32> = (0..self.replicas)
+            .chain(self.o.ordinals.keys().copied())
+            .chain(self.membership.ordinals())
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+}
+
+/// The first incarnation token: unique to this `EtcdCluster` object, and the
+/// same on every pass, so an operator restart never invents another one.
+fn first_token(o: &Observed) -> String {
+    let uid: String = o
+        .uid
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(12)
+        .collect();
+    format!("{}-{uid}", o.name)
+}
+
+/// Decides the single step of this pass.
+pub fn decide(cx: &Context<'_>) -> Step {
+    if cx.o.spec.paused {
+        return Step::Wait(Waiting::Paused);
+    }
+    [
+        children as fn(&Context<'_>) -> Option<Step>,
+        bootstrap,
+        release_pods_on_gone_nodes,
+        record_identity,
+        recreate_pods,
+        without_quorum,
+        learner_in_progress,
+        replace_lost_members,
+        add_missing_members,
+        scale_down,
+        pdb,
+    ]
+    .iter()
+    .find_map(|step| step(cx))
+    .unwrap_or(Step::Wait(Waiting::Steady))
+}
+
+fn act(action: Action) -> Option<Step> {
+    Some(Step::Act(action))
+}
+
+fn wait(waiting: Waiting) -> Option<Step> {
+    Some(Step::Wait(waiting))
+}
+
+fn children(cx: &Context<'_>) -> Option<Step> {
+    if !cx.o.children.peer_service {
+        return act(Action::CreatePeerService);
+    }
+    if !cx.o.children.client_service {
+        return act(Action::CreateClientService);
+    }
+    None
+}
+
+/// Rule 6: `new` only before the cluster has ever formed, all members of
+/// the first bootstrap with the same `--initial-cluster` and token.
+fn bootstrap(cx: &Context<'_>) -> Option<Step> {
+    if cx.formed {
+        return None;
+    }
+    let initial: Vec<u32> = (0..cx.bootstrap_replicas).collect();
+    for &ordinal in &initial {
+        if cx.o.objects(ordinal).pvc.is_none() {
+            return act(Action::CreatePvc {
+                ordinal,
+                identity: MemberIdentity {
+                    cluster_token: cx.token.clone(),
+                    ..Default::default()
+                },
+            });
+        }
+    }
+    for &ordinal in &initial {
+        let objects = cx.o.objects(ordinal);
+        if objects.pod.is_none() && objects.pvc.as_ref().is_some_and(|p| !p.deleting) {
+            return act(Action::CreatePod {
+                ordinal,
+                bootstrap: Bootstrap::New {
+                    token: cx.token.clone(),
+                    initial_members: initial.clone(),
+                },
+                identity: cx.identity_of(ordinal),
+            });
+        }
+    }
+    wait(Waiting::Bootstrapping)
+}
+
+/// Rule 4: a Pod on a node confirmed gone can be released (force-deleted):
+/// nothing of it can still run. Done for Pods already terminating, and for
+/// Pods whose volume can follow them to another node once the member has
+/// been given `memberFailureTimeout`.
+fn release_pods_on_gone_nodes(cx: &Context<'_>) -> Option<Step> {
+    let timeout = cx.o.spec.member_failure_timeout();
+    for ordinal in cx.ordinals() {
+        let objects = cx.o.objects(ordinal);
+        let (Some(pod), Some(PodTrouble::NodeGone { node })) =
+            (&objects.pod, pod_trouble(cx.o, &objects))
+        else {
+            continue;
+        };
+        let waited_enough = cx.o.node_deleted(&node)
+            || cx
+                .o
+                .nodes
+                .get(&node)
+                .and_then(|n| n.not_ready_since)
+                .is_none_or(|since| cx.o.now.duration_since(since).unsigned_abs() >= timeout);
+        let volume_moves = objects
+            .pvc
+            .as_ref()
+            .is_some_and(|p| p.volume == super::observed::VolumeKind::Network);
+        let data_lost = cx.data_gone(ordinal).is_some();
+        if pod.deleting || (waited_enough && (volume_moves || data_lost)) {
+            return act(Action::DeletePod {
+                ordinal,
+                force: true,
+                reason: format!("node {node} is confirmed gone"),
+            });
+        }
+    }
+    None
+}
+
+/// Records on each PVC the member its data belongs to, once etcd shows it.
+fn record_identity(cx: &Context<'_>) -> Option<Step> {
+    if cx.membership.source != Source::Live {
+        return None;
+    }
+    let cluster_id = cx.o.etcd.cluster_id?;
+    for member in cx.membership.members.iter().filter(|m| m.started) {
+        let Some(ordinal) = member.ordinal else {
+            continue;
+        };
+        let Some(pvc) = cx.o.objects(ordinal).pvc else {
+            continue;
+        };
+        if pvc.deleting || pvc.identity.member_id.is_some() {
+            continue;
+        }
+        // Only record the member that actually runs on this PVC: its Pod is
+        // there and etcd reports it started.
+        if cx.o.objects(ordinal).pod.is_none() {
+            continue;
+        }
+        return act(Action::AnnotatePvcIdentity {
+            ordinal,
+            identity: MemberIdentity {
+                cluster_token: pvc.identity.cluster_token.clone(),
+                cluster_id: Some(cluster_id),
+                member_id: Some(member.id),
+            },
+        });
+    }
+    None
+}
+
+/// Lifecycle rows "pod deleted or evicted" and "majority of pods down": a
+/// member whose PVC is intact gets its Pod back — same name, same PVC, same
+/// member — with or without quorum.
+fn recreate_pods(cx: &Context<'_>) -> Option<Step> {
+    let known = !cx.membership.members.is_empty();
+    let initial_members = if known {
+        cx.membership.ordinals()
+    } else {
+        (0..cx.bootstrap_replicas).collect()
+    };
+    for ordinal in cx.ordinals() {
+        let objects = cx.o.objects(ordinal);
+        if objects.pod.is_some() {
+            continue;
+        }
+        let Some(pvc) = &objects.pvc else { continue };
+        if pvc.deleting || cx.data_gone(ordinal).is_some() {
+            continue;
+        }
+        let belongs = match cx.membership.of_ordinal(ordinal) {
+            Some(_) => true,
+            // Without any membership knowledge, a PVC of this incarnation
+            // that records no foreign member is one of ours.
+            None => !known && pvc.identity.cluster_token == cx.token,
+        };
+        if !belongs {
+            continue;
+        }
+        let mut members = initial_members.clone();
+        if !members.contains(&ordinal) {
+            members.push(ordinal);
+            members.sort_unstable();
+        }
+        return act(Action::CreatePod {
+            ordinal,
+            bootstrap: Bootstrap::Existing {
+                token: cx.token.clone(),
+                initial_members: members,
+            },
+            identity: cx.identity_of(ordinal),
+        });
+    }
+    None
+}
+
+/// Rule 2: without quorum, only wait. Rule 7: a restore only when the data
+/// of a majority is known lost and the recovery policy says so.
+fn without_quorum(cx: &Context<'_>) -> Option<Step> {
+    if cx.membership.source == Source::Live && cx.membership.quorum {
+        return None;
+    }
+    let voters: Vec<&KnownMember> = cx.membership.voters().collect();
+    let lost: Vec<(&KnownMember, String)> = voters
+        .iter()
+        .filter_map(|m| Some((*m, cx.data_gone(m.ordinal?)?)))
+        .collect();
+    if !voters.is_empty() && voters.len() - lost.len() < quorum(voters.len()) {
+        let approved = cx.o.spec.recovery.policy == RecoveryPolicy::NewestSurvivor
+            || cx.o.spec.recovery.approved_incarnation.as_deref() == Some(cx.token.as_str());
+        if approved && let Some(step) = restore_from_survivor(cx, &lost) {
+            return Some(step);
+        }
+        return wait(Waiting::MajorityDataLost {
+            lost: lost
+                .iter()
+                .map(|(m, why)| {
+                    format!(
+                        "{} ({why})",
+                        m.ordinal.map(|o| cx.name(o)).unwrap_or_default()
+                    )
+                })
+                .collect(),
+        });
+    }
+    let awaited = voters
+        .iter()
+        .filter(|m| !m.healthy)
+        .map(|m| {
+            m.ordinal
+                .map(|o| cx.name(o))
+                .unwrap_or_else(|| format!("{:x}", m.id))
+        })
+        .collect();
+    wait(Waiting::QuorumLost { awaited })
+}
+
+fn restore_from_survivor(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> Option<Step> {
+    let survivor = cx
+        .membership
+        .voters()
+        .filter(|m| !lost.iter().any(|(l, _)| l.id == m.id))
+        .filter(|m| m.ordinal.is_some())
+        .max_by_key(|m| (m.healthy, m.revision))?;
+    let incarnation = cx.o.status.cluster_token.as_deref().unwrap_or_default();
+    Some(Step::Act(Action::RestoreFromSurvivor {
+        ordinal: survivor.ordinal?,
+        id: survivor.id,
+        revision: survivor.revision,
+        new_token: next_token(&cx.token, incarnation),
+    }))
+}
+
+/// The token of the incarnation after `token`: `<token>-r<n>`.
+fn next_token(token: &str, _previous: &str) -> String {
+    match token
+        .rsplit_once("-r")
+        .and_then(|(base, n)| Some((base, n.parse::<u32>().ok()?)))
+    {
+        Some((base, n)) => format!("{base}-r{}", n + 1),
+        None => format!("{token}-r1"),
+    }
+}
+
+/// Rule 3: at most one learner; promote it once it has caught up.
+fn learner_in_progress(cx: &Context<'_>) -> Option<Step> {
+    let learner = cx.membership.learners().next()?;
+    let beyond_spec = learner.ordinal.is_none_or(|o| o >= cx.replicas);
+    let lost = learner.ordinal.and_then(|o| cx.data_gone(o));
+    if beyond_spec || lost.is_some() {
+        return act(Action::RemoveMember {
+            id: learner.id,
+            ordinal: learner.ordinal,
+            reason: lost.unwrap_or_else(|| "learner no longer wanted by spec.replicas".to_string()),
+        });
+    }
+    let ordinal = learner.ordinal?;
+    if !learner.started || !cx.membership.stably_healthy(learner) {
+        return wait(Waiting::LearnerCatchingUp);
+    }
+    let leader_index = cx
+        .membership
+        .members
+        .iter()
+        .find(|m| m.leader)
+        .and_then(|m| m.raft_index);
+    let caught_up = match (learner.raft_index, leader_index) {
+        (Some(mine), Some(leader)) => mine.saturating_mul(10) >= leader.saturating_mul(9),
+        _ => true,
+    };
+    if !caught_up {
+        return wait(Waiting::LearnerCatchingUp);
+    }
+    if !cx.membership.change_allowed(None) {
+        return wait(Waiting::HealthNotStable);
+    }
+    act(Action::PromoteLearner {
+        id: learner.id,
+        ordinal,
+    })
+}
+
+/// Lifecycle rows "PVC/PV deleted, data dir wiped or foreign" and "node
+/// gone, node-local PV": remove the member whose data is gone (remove, then
+/// add as a learner), one at a time, only while the others hold quorum and
+/// are healthy.
+fn replace_lost_members(cx: &Context<'_>) -> Option<Step> {
+    for member in cx.membership.voters() {
+        let Some(ordinal) = member.ordinal else {
+            continue;
+        };
+        let Some(evidence) = cx.data_gone(ordinal) else {
+            continue;
+        };
+        if !cx.membership.change_allowed(Some(member.id)) {
+            return wait(Waiting::HealthNotStable);
+        }
+        let remaining = cx.membership.voter_count() - 1;
+        let healthy_remaining = cx
+            .membership
+            .voters()
+            .filter(|m| m.id != member.id && m.healthy)
+            .count();
+        if remaining == 0 || healthy_remaining < quorum(remaining) {
+            return wait(Waiting::NeedsAttention(format!(
+                "{} lost its data ({evidence}) but removing it would leave no quorum",
+                cx.name(ordinal)
+            )));
+        }
+        return act(Action::RemoveMember {
+            id: member.id,
+            ordinal: Some(ordinal),
+            reason: evidence,
+        });
+    }
+    None
+}
+
+/// Ordinals wanted by the spec without a member: clear what is left of a
+/// removed member, then PVC, learner, Pod. Also scale-up.
+fn add_missing_members(cx: &Context<'_>) -> Option<Step> {
+    if cx.membership.source != Source::Live || !cx.membership.quorum {
+        return None;
+    }
+    for ordinal in 0..cx.replicas {
+        if cx.membership.of_ordinal(ordinal).is_some() {
+            continue;
+        }
+        let objects = cx.o.objects(ordinal);
+        if let Some(pvc) = &objects.pvc {
+            if pvc.deleting {
+                if objects.pod.is_some() {
+                    return release_stale_pod(cx, ordinal);
+                }
+                return wait(Waiting::InProgress(format!(
+                    "PVC of {} is being deleted",
+                    cx.name(ordinal)
+                )));
+            }
+            if let Some(evidence) = data_gone(cx.o, &objects, false) {
+                return act(Action::DeletePvc {
+                    ordinal,
+                    reason: format!("it holds no usable member data: {evidence}"),
+                });
+            }
+            if let Some(old) = pvc.identity.member_id {
+                // Data of a member that is no longer in the cluster, kept.
+                return wait(Waiting::NeedsAttention(format!(
+                    "PVC of {} holds the data of removed member {old:x}; delete it to let {} be added again",
+                    cx.name(ordinal),
+                    cx.name(ordinal)
+                )));
+            }
+        }
+        if objects.pod.is_some() {
+            return release_stale_pod(cx, ordinal);
+        }
+        if objects.pvc.is_none() {
+            return act(Action::CreatePvc {
+                ordinal,
+                identity: cx.identity_of(ordinal),
+            });
+        }
+        if cx.membership.learners().next().is_some() {
+            return wait(Waiting::LearnerCatchingUp);
+        }
+        if !cx.membership.change_allowed(None) {
+            return wait(Waiting::HealthNotStable);
+        }
+        return act(Action::AddLearner { ordinal });
+    }
+    None
+}
+
+/// A Pod of an ordinal without member: delete it (gracefully, or by force
+/// when its node is confirmed gone) before anything new starts there.
+fn release_stale_pod(cx: &Context<'_>, ordinal: u32) -> Option<Step> {
+    let objects = cx.o.objects(ordinal);
+    let pod = objects.pod.as_ref()?;
+    if pod.deleting {
+        return wait(Waiting::InProgress(format!(
+            "Pod {} is terminating",
+            cx.name(ordinal)
+        )));
+    }
+    act(Action::DeletePod {
+        ordinal,
+        force: false,
+        reason: "its member is no longer in the cluster".to_string(),
+    })
+}
+
+/// Scale down: one member at a time, highest ordinal first, leadership
+/// moved away first; then its Pod; then its PVC by the retention policy.
+fn scale_down(cx: &Context<'_>) -> Option<Step> {
+    if cx.membership.source != Source::Live || !cx.membership.quorum {
+        return None;
+    }
+    let extra = cx
+        .membership
+        .voters()
+        .filter(|m| m.ordinal.is_some_and(|o| o >= cx.replicas))
+        .max_by_key(|m| m.ordinal);
+    if let Some(member) = extra {
+        if !cx.membership.change_allowed(None) {
+            return wait(Waiting::HealthNotStable);
+        }
+        if member.leader {
+            let to = cx
+                .membership
+                .voters()
+                .filter(|m| m.ordinal.is_some_and(|o| o < cx.replicas))
+                .find(|m| cx.membership.stably_healthy(m))?;
+            return act(Action::TransferLeadership {
+                from: member.id,
+                to: to.id,
+            });
+        }
+        return act(Action::RemoveMember {
+            id: member.id,
+            ordinal: member.ordinal,
+            reason: "scaling down".to_string(),
+        });
+    }
+    let leftovers: Vec<u32> =
+        cx.o.ordinals
+            .keys()
+            .copied()
+            .filter(|&o| o >= cx.replicas && cx.membership.of_ordinal(o).is_none())
+            .collect();
+    for ordinal in leftovers.into_iter().rev() {
+        let objects = cx.o.objects(ordinal);
+        if objects.pod.is_some() {
+            return release_stale_pod(cx, ordinal);
+        }
+        if let Some(pvc) = &objects.pvc
+            && !pvc.deleting
+            && cx.o.spec.storage.retention_policy == RetentionPolicy::Delete
+        {
+            return act(Action::DeletePvc {
+                ordinal,
+                reason: "scaled down; storage.retentionPolicy is Delete".to_string(),
+            });
+        }
+    }
+    None
+}
+
+fn pdb(cx: &Context<'_>) -> Option<Step> {
+    (!cx.o.children.pdb).then_some(Step::Act(Action::CreatePodDisruptionBudget))
+}

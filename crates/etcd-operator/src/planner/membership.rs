@@ -1,0 +1,207 @@
+//! The etcd membership as the planner reasons about it: the live member list
+//! when a member answered, otherwise the last one recorded in status.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::observed::Observed;
+use crate::api::identity::parse_id;
+use crate::api::{MemberRole, MemberStatus};
+use crate::etcd::MemberId;
+use crate::resources::names::{ordinal_of_member, ordinal_of_peer_url};
+
+/// How long every voter must have been healthy before a membership change
+/// (etcd's own health interval).
+pub const HEALTH_STABILITY: SignedDuration = SignedDuration::from_secs(5);
+
+/// One member of the membership.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KnownMember {
+    /// etcd member ID.
+    pub id: MemberId,
+    /// The ordinal it belongs to, from its name or peer URL.
+    pub ordinal: Option<u32>,
+    /// A non-voting learner.
+    pub learner: bool,
+    /// It has started (published its name).
+    pub started: bool,
+    /// Healthy by its own endpoint.
+    pub healthy: bool,
+    /// Since when `healthy` has had its value.
+    pub healthy_since: Timestamp,
+    /// The raft leader.
+    pub leader: bool,
+    /// Its store revision.
+    pub revision: Option<i64>,
+    /// Its raft index.
+    pub raft_index: Option<u64>,
+    /// What its endpoint said when unhealthy.
+    pub health_detail: Option<String>,
+}
+
+/// Where the membership came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A member answered with its member list.
+    Live,
+    /// Nothing answered; the list recorded in status.
+    LastKnown,
+}
+
+/// The membership at this observation.
+#[derive(Clone, Debug)]
+pub struct Membership {
+    /// Where the list came from.
+    pub source: Source,
+    /// The members.
+    pub members: Vec<KnownMember>,
+    /// A quorum of voters works (a linearizable read succeeded).
+    pub quorum: bool,
+    now: Timestamp,
+}
+
+impl Membership {
+    /// Builds the membership of an observation.
+    pub fn from_observed(observed: &Observed) -> Self {
+        let now = observed.now;
+        let previous = &observed.status.members;
+        let since = |id: MemberId, healthy: bool| -> Timestamp {
+            previous
+                .iter()
+                .find(|m| m.id.as_deref().and_then(parse_id) == Some(id))
+                .filter(|m| m.healthy == healthy)
+                .and_then(|m| m.healthy_since.as_ref())
+                .map_or(now, |t| t.0)
+        };
+        if !observed.etcd.members.is_empty() {
+            let members = observed
+                .etcd
+                .members
+                .iter()
+                .map(|m| {
+                    let healthy = m.health.is_healthy();
+                    let ordinal = ordinal_of_member(&observed.name, &m.name).or_else(|| {
+                        m.peer_urls
+                            .iter()
+                            .find_map(|u| ordinal_of_peer_url(&observed.name, u))
+                    });
+                    KnownMember {
+                        id: m.id,
+                        ordinal,
+                        learner: m.is_learner,
+                        started: m.has_started(),
+                        healthy,
+                        healthy_since: since(m.id, healthy),
+                        leader: observed.etcd.leader == Some(m.id),
+                        revision: m.status.as_ref().map(|s| s.revision),
+                        raft_index: m.status.as_ref().map(|s| s.raft_index),
+                        health_detail: health_detail(&m.health),
+                    }
+                })
+                .collect();
+            return Self {
+                source: Source::Live,
+                members,
+                quorum: observed.etcd.quorum_reachable,
+                now,
+            };
+        }
+        let members = previous
+            .iter()
+            .filter_map(|m| last_known(&observed.name, m, now))
+            .collect();
+        Self {
+            source: Source::LastKnown,
+            members,
+            quorum: false,
+            now,
+        }
+    }
+
+    /// The voters.
+    pub fn voters(&self) -> impl Iterator<Item = &KnownMember> {
+        self.members.iter().filter(|m| !m.learner)
+    }
+
+    /// The learners.
+    pub fn learners(&self) -> impl Iterator<Item = &KnownMember> {
+        self.members.iter().filter(|m| m.learner)
+    }
+
+    /// The member of an ordinal.
+    pub fn of_ordinal(&self, ordinal: u32) -> Option<&KnownMember> {
+        self.members.iter().find(|m| m.ordinal == Some(ordinal))
+    }
+
+    /// Number of voters.
+    pub fn voter_count(&self) -> usize {
+        self.voters().count()
+    }
+
+    /// Whether a member has been healthy for [`HEALTH_STABILITY`].
+    pub fn stably_healthy(&self, member: &KnownMember) -> bool {
+        member.healthy && self.now.duration_since(member.healthy_since) >= HEALTH_STABILITY
+    }
+
+    /// Rule 3: a membership change may happen now — quorum works and every
+    /// voter (except `except`, the dead member being replaced) has been
+    /// healthy for etcd's health interval.
+    pub fn change_allowed(&self, except: Option<MemberId>) -> bool {
+        self.source == Source::Live
+            && self.quorum
+            && self
+                .voters()
+                .filter(|m| Some(m.id) != except)
+                .all(|m| self.stably_healthy(m))
+    }
+
+    /// The ordinals of the membership, sorted.
+    pub fn ordinals(&self) -> Vec<u32> {
+        let mut ordinals: Vec<u32> = self.members.iter().filter_map(|m| m.ordinal).collect();
+        ordinals.sort_unstable();
+        ordinals.dedup();
+        ordinals
+    }
+
+    /// The newest revision any member reported.
+    pub fn newest_revision(&self) -> Option<i64> {
+        self.members.iter().filter_map(|m| m.revision).max()
+    }
+}
+
+/// The majority of `voters`.
+pub fn quorum(voters: usize) -> usize {
+    voters / 2 + 1
+}
+
+fn health_detail(health: &crate::etcd::MemberHealth) -> Option<String> {
+    use crate::etcd::MemberHealth;
+    match health {
+        MemberHealth::Healthy => None,
+        MemberHealth::Unhealthy(reason) => Some(format!("unhealthy: {reason}")),
+        MemberHealth::Unreachable(reason) => Some(format!("unreachable: {reason}")),
+        MemberHealth::NotObserved => Some("not observed".to_string()),
+    }
+}
+
+fn last_known(cluster: &str, m: &MemberStatus, now: Timestamp) -> Option<KnownMember> {
+    let id = m.id.as_deref().and_then(parse_id)?;
+    let role = m.role?;
+    Some(KnownMember {
+        id,
+        ordinal: ordinal_of_member(cluster, &m.name),
+        learner: role == MemberRole::Learner,
+        started: true,
+        // Nothing answered: nobody is known healthy now.
+        healthy: false,
+        healthy_since: if m.healthy {
+            now
+        } else {
+            m.healthy_since.as_ref().map_or(now, |t: &Time| t.0)
+        },
+        leader: false,
+        revision: m.revision,
+        raft_index: m.raft_index.and_then(|i| u64::try_from(i).ok()),
+        health_detail: Some("no member answered".to_string()),
+    })
+}

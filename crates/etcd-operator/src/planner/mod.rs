@@ -1,0 +1,147 @@
+//! The planner: pure, no I/O, no async. One observation in, at most one
+//! action plus the status out (`docs/architecture.md`, `shared/design.md`).
+//!
+//! The order of [`decide::decide`]'s steps encodes the member lifecycle:
+//! child Services; the first bootstrap (the only `--initial-cluster-state=new`);
+//! releasing Pods whose node is confirmed gone; recording member identities
+//! on PVCs; recreating Pods on intact PVCs (also without quorum); waiting
+//! without quorum (restore only by the recovery policy when a majority's data
+//! is known lost); then membership changes one at a time under quorum and
+//! stable health: promote a learner, remove a member whose data is gone, add
+//! missing members as learners, scale down; finally the PodDisruptionBudget.
+
+mod action;
+mod decide;
+mod evidence;
+mod membership;
+mod observed;
+mod status;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+pub use action::{Action, Bootstrap};
+pub use decide::{Step, Waiting};
+pub use membership::{HEALTH_STABILITY, quorum};
+pub use observed::{
+    Children, GuardRefusal, NodeState, Observed, OrdinalObjects, PodPhase, PodState, PvcPhase,
+    PvcState, VolumeKind,
+};
+
+use crate::api::ConditionType;
+
+/// The outcome of one pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The single action to take, if any.
+    pub action: Option<Action>,
+    /// Why no action is taken, when none is.
+    pub waiting: Option<Waiting>,
+    /// The status to write (`observedGeneration` last).
+    pub status: crate::api::EtcdClusterStatus,
+    /// Kubernetes Events to publish.
+    pub events: Vec<PlannedEvent>,
+    /// When to observe again at the latest.
+    pub requeue_after: Duration,
+}
+
+/// An Event to publish on the `EtcdCluster`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedEvent {
+    /// `Normal` or `Warning`.
+    pub type_: EventType,
+    /// CamelCase reason.
+    pub reason: String,
+    /// What happened.
+    pub message: String,
+}
+
+/// The type of an Event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Routine.
+    Normal,
+    /// Needs attention.
+    Warning,
+}
+
+/// Plans one pass: at most one action, and the status.
+pub fn plan(observed: &Observed) -> Plan {
+    let cx = decide::Context::new(observed);
+    let step = decide::decide(&cx);
+    let status = status::build(&cx, &step);
+    let events = events(observed, &step, &status);
+    let (action, waiting, requeue_after) = match step {
+        Step::Act(action) => (Some(action), None, Duration::from_secs(1)),
+        Step::Wait(waiting) => {
+            let after = match waiting {
+                Waiting::HealthNotStable | Waiting::LearnerCatchingUp | Waiting::InProgress(_) => {
+                    Duration::from_secs(5)
+                }
+                Waiting::Bootstrapping | Waiting::QuorumLost { .. } => Duration::from_secs(10),
+                _ => Duration::from_secs(30),
+            };
+            (None, Some(waiting), after)
+        }
+    };
+    Plan {
+        action,
+        waiting,
+        status,
+        events,
+        requeue_after,
+    }
+}
+
+fn events(
+    observed: &Observed,
+    step: &Step,
+    status: &crate::api::EtcdClusterStatus,
+) -> Vec<PlannedEvent> {
+    let mut events = Vec::new();
+    if let Step::Act(action) = step {
+        let warning = matches!(
+            action,
+            Action::RemoveMember { .. }
+                | Action::DeletePvc { .. }
+                | Action::RestoreFromSurvivor { .. }
+                | Action::DeletePod { force: true, .. }
+        );
+        events.push(PlannedEvent {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: action.kind().to_string(),
+            message: action.describe(&observed.name),
+        });
+    }
+    for (type_, warning_when_true) in [
+        (ConditionType::QuorumLost, true),
+        (ConditionType::MajorityDataLost, true),
+        (ConditionType::Available, false),
+    ] {
+        let now = status.is_true(type_);
+        let before = observed.status.is_true(type_);
+        if now != before && (now || observed.status.condition(type_).is_some()) {
+            let message = status
+                .condition(type_)
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            let warning = now == warning_when_true;
+            events.push(PlannedEvent {
+                type_: if warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason: format!("{}{}", type_.as_str(), if now { "" } else { "Cleared" }),
+                message,
+            });
+        }
+    }
+    events
+}

@@ -1,0 +1,178 @@
+//! What the planner sees: the spec, the previous status, the cluster's
+//! Kubernetes objects and the etcd view, at one moment.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::identity::MemberIdentity;
+use crate::api::{EtcdClusterSpec, EtcdClusterStatus};
+use crate::etcd::ObservedEtcd;
+
+/// One observation of a cluster, the only input of [`super::plan`].
+#[derive(Clone, Debug)]
+pub struct Observed {
+    /// Name of the `EtcdCluster`.
+    pub name: String,
+    /// Its UID: the first incarnation token is derived from it, so the token
+    /// is unique to this object and stable across operator restarts.
+    pub uid: String,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The spec.
+    pub spec: EtcdClusterSpec,
+    /// The status as last written (default when none).
+    pub status: EtcdClusterStatus,
+    /// The time of the observation.
+    pub now: Timestamp,
+    /// Which of the cluster-wide child objects exist.
+    pub children: Children,
+    /// The etcd view: what the members said, if anything answered.
+    pub etcd: ObservedEtcd,
+    /// The PVC and Pod of every ordinal that has either.
+    pub ordinals: BTreeMap<u32, OrdinalObjects>,
+    /// Every Node of the Kubernetes cluster by name. A Node absent from this
+    /// map has been deleted.
+    pub nodes: BTreeMap<String, NodeState>,
+}
+
+/// Cluster-wide child objects that exist.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Children {
+    /// The headless peer Service.
+    pub peer_service: bool,
+    /// The client Service.
+    pub client_service: bool,
+    /// The PodDisruptionBudget.
+    pub pdb: bool,
+}
+
+/// The objects of one ordinal.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OrdinalObjects {
+    /// The member's PVC.
+    pub pvc: Option<PvcState>,
+    /// The member's Pod.
+    pub pod: Option<PodState>,
+}
+
+/// A member's PersistentVolumeClaim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PvcState {
+    /// Its phase.
+    pub phase: PvcPhase,
+    /// It has a deletionTimestamp (kept by `pvc-protection` while a Pod
+    /// uses it).
+    pub deleting: bool,
+    /// The identity annotations.
+    pub identity: MemberIdentity,
+    /// Where its volume lives.
+    pub volume: VolumeKind,
+}
+
+/// Phase of a PVC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PvcPhase {
+    /// Not bound yet (e.g. `WaitForFirstConsumer`).
+    Pending,
+    /// Bound to a volume.
+    Bound,
+    /// Its volume is gone.
+    Lost,
+}
+
+/// Where a member's volume lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VolumeKind {
+    /// Attachable from any node: the Pod may move when its node is gone.
+    Network,
+    /// Bound to one node (node affinity of the PV): lost with that Node.
+    Local {
+        /// The node holding the data.
+        node: String,
+    },
+    /// Not bound yet, or not known.
+    Unknown,
+}
+
+/// A member's Pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodState {
+    /// Its phase.
+    pub phase: PodPhase,
+    /// The Ready condition is true.
+    pub ready: bool,
+    /// It has a deletionTimestamp (Terminating).
+    pub deleting: bool,
+    /// The node it is bound to.
+    pub node: Option<String>,
+    /// The `member-guard` init container refused the data dir.
+    pub guard_refusal: Option<GuardRefusal>,
+    /// The etcd version of its image.
+    pub version: Option<String>,
+}
+
+/// Phase of a Pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodPhase {
+    /// Not running yet (unscheduled, pulling, init containers).
+    Pending,
+    /// Running.
+    Running,
+    /// Terminated.
+    Finished,
+    /// The node stopped reporting.
+    Unknown,
+}
+
+/// Why the `member-guard` refused to start etcd on a data dir. Each of these
+/// means the data in the PVC is not (or no longer) this member's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GuardRefusal {
+    /// The marker names another member or cluster.
+    ForeignMarker(String),
+    /// The data dir holds data but no marker.
+    MissingMarker,
+    /// The member's data was expected but the data dir is empty (wiped).
+    DataMissing,
+}
+
+impl GuardRefusal {
+    /// A short explanation for status and events.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::ForeignMarker(detail) => format!("data dir belongs to another member: {detail}"),
+            Self::MissingMarker => "data dir has no identity marker".to_string(),
+            Self::DataMissing => "data dir is empty (wiped)".to_string(),
+        }
+    }
+}
+
+/// The state of a Node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeState {
+    /// The Ready condition is true.
+    pub ready: bool,
+    /// When the Ready condition last became false or unknown.
+    pub not_ready_since: Option<Timestamp>,
+    /// It carries the `node.kubernetes.io/out-of-service` taint: a person
+    /// confirmed it is shut down.
+    pub out_of_service: bool,
+}
+
+impl Observed {
+    /// The objects of an ordinal (empty when it has none).
+    pub fn objects(&self, ordinal: u32) -> OrdinalObjects {
+        self.ordinals.get(&ordinal).cloned().unwrap_or_default()
+    }
+
+    /// Whether a node is confirmed gone: deleted, or tainted out-of-service.
+    pub fn node_confirmed_gone(&self, node: &str) -> bool {
+        self.nodes.get(node).is_none_or(|n| n.out_of_service)
+    }
+
+    /// Whether a node is deleted.
+    pub fn node_deleted(&self, node: &str) -> bool {
+        !self.nodes.contains_key(node)
+    }
+}

@@ -1,0 +1,371 @@
+//! The status a pass reports: members, conditions that name what is wrong,
+//! phase, and the bookkeeping the next pass relies on.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::decide::{Context, Step, Waiting};
+use super::evidence::pod_trouble;
+use super::membership::{KnownMember, Source};
+use crate::api::identity::format_id;
+use crate::api::{
+    ConditionType, EtcdClusterStatus, LastOperation, MemberRole, MemberStatus, OperationState,
+    Phase, version,
+};
+use crate::resources::names::{member_name, pvc_name};
+
+/// Computes the status of a pass.
+pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
+    let o = cx.o;
+    let previous = &o.status;
+    let members = members(cx);
+    let ready = members
+        .iter()
+        .filter(|m| m.healthy && m.role.is_some())
+        .count();
+    let quorum = cx.membership.source == Source::Live && cx.membership.quorum;
+    let mut conditions = Vec::new();
+    let mut set = |type_: ConditionType, status: bool, reason: &str, message: String| {
+        conditions.push(condition(cx, type_, status, reason, message));
+    };
+
+    let warnings = spec_warnings(cx);
+    set(
+        ConditionType::Available,
+        quorum,
+        if quorum {
+            "QuorumReachable"
+        } else if cx.formed {
+            "QuorumLost"
+        } else {
+            "Bootstrapping"
+        },
+        if quorum {
+            format!("{ready} of {} members healthy{warnings}", cx.replicas)
+        } else {
+            format!("the cluster has no working quorum{warnings}")
+        },
+    );
+    let (quorum_lost, quorum_message) = match step {
+        Step::Wait(Waiting::QuorumLost { awaited }) => (
+            true,
+            format!(
+                "waiting for {}; their volumes are intact, so no member is removed and nothing is restored",
+                if awaited.is_empty() {
+                    "the members".to_string()
+                } else {
+                    awaited.join(", ")
+                }
+            ),
+        ),
+        _ => (
+            false,
+            "quorum is reachable or the cluster has not formed yet".to_string(),
+        ),
+    };
+    set(
+        ConditionType::QuorumLost,
+        quorum_lost,
+        if quorum_lost {
+            "MembersAwaited"
+        } else {
+            "AsExpected"
+        },
+        quorum_message,
+    );
+    let (data_lost, data_message) = match step {
+        Step::Wait(Waiting::MajorityDataLost { lost }) => (
+            true,
+            format!(
+                "data of a majority is known lost: {}; newest revision held by a survivor: {}; restore by spec.recovery (approvedIncarnation: {})",
+                lost.join(", "),
+                survivor_revision(cx),
+                cx.token
+            ),
+        ),
+        Step::Act(crate::planner::Action::RestoreFromSurvivor { .. }) => (
+            true,
+            format!(
+                "restoring from the survivor with the newest revision {}",
+                survivor_revision(cx)
+            ),
+        ),
+        _ => (false, "no loss of data of a majority is known".to_string()),
+    };
+    set(
+        ConditionType::MajorityDataLost,
+        data_lost,
+        if data_lost {
+            "MajorityDataLost"
+        } else {
+            "AsExpected"
+        },
+        data_message,
+    );
+    let degraded: Vec<String> = members
+        .iter()
+        .filter(|m| !(m.healthy && m.role.is_some()) || m.message.is_some())
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m.name,
+                m.message.clone().unwrap_or_else(|| "unhealthy".to_string())
+            )
+        })
+        .collect();
+    set(
+        ConditionType::Degraded,
+        !degraded.is_empty(),
+        if degraded.is_empty() {
+            "AsExpected"
+        } else {
+            "MembersUnhealthy"
+        },
+        if degraded.is_empty() {
+            "every member is healthy".to_string()
+        } else {
+            degraded.join("; ")
+        },
+    );
+    let (progressing, reason, message) = progress(cx, step);
+    set(ConditionType::Progressing, progressing, reason, message);
+    set(
+        ConditionType::Paused,
+        o.spec.paused,
+        if o.spec.paused {
+            "Paused"
+        } else {
+            "AsExpected"
+        },
+        if o.spec.paused {
+            "spec.paused is set: the operator takes no action".to_string()
+        } else {
+            "not paused".to_string()
+        },
+    );
+
+    let phase = if o.spec.paused {
+        Phase::Paused
+    } else if matches!(
+        step,
+        Step::Act(crate::planner::Action::RestoreFromSurvivor { .. })
+    ) {
+        Phase::Recovering
+    } else if data_lost {
+        Phase::MajorityDataLost
+    } else if !cx.formed {
+        Phase::Bootstrapping
+    } else if !quorum {
+        Phase::QuorumLost
+    } else if !degraded.is_empty() {
+        Phase::Degraded
+    } else if progressing {
+        Phase::Progressing
+    } else {
+        Phase::Running
+    };
+
+    let last_operation = match step {
+        Step::Act(action) => Some(LastOperation {
+            type_: action.kind().to_string(),
+            description: action.describe(&o.name),
+            state: OperationState::Issued,
+            time: Time(o.now),
+        }),
+        Step::Wait(_) => previous.last_operation.clone(),
+    };
+    let bootstrap_replicas = previous.bootstrap_replicas.or_else(|| {
+        matches!(step, Step::Act(crate::planner::Action::CreatePod { bootstrap, .. }) if bootstrap.is_new())
+            .then(|| i32::try_from(cx.bootstrap_replicas).unwrap_or(i32::MAX))
+    });
+    let newest_revision = [previous.newest_revision, o.etcd.max_revision]
+        .into_iter()
+        .flatten()
+        .max();
+
+    EtcdClusterStatus {
+        observed_generation: o.generation,
+        cluster_id: cx.cluster_id.map(format_id),
+        cluster_token: Some(cx.token.clone()),
+        bootstrap_replicas,
+        phase: Some(phase),
+        members,
+        ready_members: i32::try_from(ready).unwrap_or(i32::MAX),
+        newest_revision,
+        conditions,
+        last_operation,
+    }
+}
+
+fn survivor_revision(cx: &Context<'_>) -> String {
+    cx.membership
+        .newest_revision()
+        .map_or_else(|| "unknown".to_string(), |r| r.to_string())
+}
+
+fn spec_warnings(cx: &Context<'_>) -> String {
+    let mut warnings = Vec::new();
+    if cx.replicas.is_multiple_of(2) {
+        warnings.push(format!(
+            "{} members tolerate no more failures than {}",
+            cx.replicas,
+            cx.replicas - 1
+        ));
+    }
+    if !version::is_supported(&cx.o.spec.version) {
+        warnings.push(format!(
+            "version {} is not supported by this operator (supported: {})",
+            cx.o.spec.version,
+            version::SUPPORTED.join(", ")
+        ));
+    }
+    if warnings.is_empty() {
+        String::new()
+    } else {
+        format!("; warning: {}", warnings.join("; "))
+    }
+}
+
+fn progress(cx: &Context<'_>, step: &Step) -> (bool, &'static str, String) {
+    match step {
+        Step::Act(action) => (true, "ActionIssued", action.describe(&cx.o.name)),
+        Step::Wait(Waiting::Bootstrapping) => (
+            true,
+            "Bootstrapping",
+            "waiting for the first members to form the cluster".to_string(),
+        ),
+        Step::Wait(Waiting::LearnerCatchingUp) => (
+            true,
+            "LearnerCatchingUp",
+            "a learner is catching up before promotion".to_string(),
+        ),
+        Step::Wait(Waiting::HealthNotStable) => (
+            true,
+            "WaitingForHealthyVoters",
+            "a membership change waits until every voter has been healthy for 5s".to_string(),
+        ),
+        Step::Wait(Waiting::InProgress(what)) => (true, "InProgress", what.clone()),
+        Step::Wait(Waiting::NeedsAttention(what)) => (false, "NeedsAttention", what.clone()),
+        Step::Wait(Waiting::Paused) => (false, "Paused", "spec.paused is set".to_string()),
+        Step::Wait(Waiting::QuorumLost { .. }) => (
+            false,
+            "QuorumLost",
+            "waiting for members to return".to_string(),
+        ),
+        Step::Wait(Waiting::MajorityDataLost { .. }) => (
+            false,
+            "MajorityDataLost",
+            "waiting for the recovery policy".to_string(),
+        ),
+        Step::Wait(Waiting::Steady) => (
+            false,
+            "UpToDate",
+            "the cluster matches its spec".to_string(),
+        ),
+    }
+}
+
+fn condition(
+    cx: &Context<'_>,
+    type_: ConditionType,
+    status: bool,
+    reason: &str,
+    message: String,
+) -> Condition {
+    let status = if status { "True" } else { "False" }.to_string();
+    let last_transition_time =
+        cx.o.status
+            .condition(type_)
+            .filter(|c| c.status == status)
+            .map_or(Time(cx.o.now), |c| c.last_transition_time.clone());
+    Condition {
+        type_: type_.as_str().to_string(),
+        status,
+        reason: reason.to_string(),
+        message,
+        observed_generation: cx.o.generation,
+        last_transition_time,
+    }
+}
+
+fn members(cx: &Context<'_>) -> Vec<MemberStatus> {
+    let o = cx.o;
+    let mut out: Vec<MemberStatus> = cx
+        .ordinals()
+        .into_iter()
+        .map(|ordinal| {
+            let objects = o.objects(ordinal);
+            let member = cx.membership.of_ordinal(ordinal);
+            let message = member_message(cx, ordinal, member);
+            let mut status = MemberStatus {
+                name: member_name(&o.name, ordinal),
+                pod: objects.pod.as_ref().map(|_| member_name(&o.name, ordinal)),
+                node: objects.pod.as_ref().and_then(|p| p.node.clone()),
+                pvc: objects.pvc.as_ref().map(|_| pvc_name(&o.name, ordinal)),
+                message,
+                ..MemberStatus::default()
+            };
+            if let Some(m) = member {
+                fill(&mut status, m);
+            }
+            status
+        })
+        .collect();
+    for m in cx.membership.members.iter().filter(|m| m.ordinal.is_none()) {
+        let mut status = MemberStatus {
+            name: format_id(m.id),
+            message: Some("member not managed by this EtcdCluster (unknown name)".to_string()),
+            ..MemberStatus::default()
+        };
+        fill(&mut status, m);
+        out.push(status);
+    }
+    out
+}
+
+fn fill(status: &mut MemberStatus, m: &KnownMember) {
+    status.id = Some(format_id(m.id));
+    status.role = Some(if m.learner {
+        MemberRole::Learner
+    } else {
+        MemberRole::Voter
+    });
+    status.leader = m.leader;
+    status.healthy = m.healthy;
+    status.healthy_since = Some(Time(m.healthy_since));
+    status.revision = m.revision.or(status.revision);
+    status.raft_index = m.raft_index.and_then(|i| i64::try_from(i).ok());
+}
+
+fn member_message(cx: &Context<'_>, ordinal: u32, member: Option<&KnownMember>) -> Option<String> {
+    if let Some(evidence) = cx.data_gone(ordinal) {
+        return Some(format!("data lost: {evidence}"));
+    }
+    let objects = cx.o.objects(ordinal);
+    let mut parts = Vec::new();
+    match member {
+        None if ordinal < cx.replicas && cx.formed => parts.push("not a member yet".to_string()),
+        None if ordinal >= cx.replicas => parts.push("beyond spec.replicas".to_string()),
+        Some(m) if m.learner => parts.push("learner catching up".to_string()),
+        Some(m) if m.ordinal.is_some_and(|o| o >= cx.replicas) => {
+            parts.push("to be removed (beyond spec.replicas)".to_string())
+        }
+        _ => {}
+    }
+    if let Some(trouble) = pod_trouble(cx.o, &objects) {
+        let mut text = trouble.describe();
+        if let super::evidence::PodTrouble::NodeNotReady { for_, .. } = &trouble
+            && for_.unsigned_abs() >= cx.o.spec.member_failure_timeout()
+        {
+            text.push_str(
+                ", past memberFailureTimeout: waiting until the node returns or is confirmed gone (Node deleted or tainted node.kubernetes.io/out-of-service)",
+            );
+        }
+        parts.push(text);
+    } else if let Some(detail) = member
+        .filter(|m| !m.healthy)
+        .and_then(|m| m.health_detail.clone())
+    {
+        parts.push(detail);
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}

@@ -1,0 +1,163 @@
+//! Names and addresses of a cluster's objects and members. One place, so the
+//! planner, the builders and the reconciler always agree.
+
+/// The default DNS domain of a Kubernetes cluster.
+pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
+/// etcd's client port.
+pub const CLIENT_PORT: i32 = 2379;
+/// etcd's peer port.
+pub const PEER_PORT: i32 = 2380;
+/// Port of etcd's `/metrics`, `/livez`, `/readyz` and `/health` (plain HTTP,
+/// `--listen-metrics-urls`), independent of the TLS of the client port.
+pub const METRICS_PORT: i32 = 2381;
+
+/// The member (Pod) name of an ordinal: `<cluster>-<ordinal>`.
+pub fn member_name(cluster: &str, ordinal: u32) -> String {
+    format!("{cluster}-{ordinal}")
+}
+
+/// The PVC holding the data of an ordinal: `data-<cluster>-<ordinal>`.
+pub fn pvc_name(cluster: &str, ordinal: u32) -> String {
+    format!("data-{}", member_name(cluster, ordinal))
+}
+
+/// The headless Service that gives each member its peer DNS name.
+pub fn peer_service_name(cluster: &str) -> String {
+    format!("{cluster}-peer")
+}
+
+/// The Service clients use.
+pub fn client_service_name(cluster: &str) -> String {
+    format!("{cluster}-client")
+}
+
+/// The PodDisruptionBudget of the members.
+pub fn pdb_name(cluster: &str) -> String {
+    cluster.to_string()
+}
+
+/// The ordinal of a member name `<cluster>-<ordinal>`, if it is one.
+pub fn ordinal_of_member(cluster: &str, name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(cluster)?.strip_prefix('-')?;
+    if rest.is_empty() || (rest.len() > 1 && rest.starts_with('0')) {
+        return None;
+    }
+    rest.parse().ok()
+}
+
+/// The ordinal of a peer URL whose host is `<cluster>-<ordinal>.<...>`:
+/// how an added member that has not started (no name yet) is recognised.
+pub fn ordinal_of_peer_url(cluster: &str, url: &str) -> Option<u32> {
+    let without_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let host = without_scheme.split([':', '/']).next()?;
+    let first_label = host.split('.').next()?;
+    ordinal_of_member(cluster, first_label)
+}
+
+/// Where a cluster's members are reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberAddressing {
+    /// Name of the `EtcdCluster`.
+    pub cluster: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// The Kubernetes cluster DNS domain.
+    pub cluster_domain: String,
+    /// Whether peer and client traffic use TLS. Every URL goes through
+    /// [`MemberAddressing::scheme`], so moving to TLS is a rolling change
+    /// of URLs, not a rebuild.
+    pub tls: bool,
+}
+
+impl MemberAddressing {
+    /// Plain-HTTP addressing in the default cluster domain.
+    pub fn new(cluster: impl Into<String>, namespace: impl Into<String>) -> Self {
+        Self {
+            cluster: cluster.into(),
+            namespace: namespace.into(),
+            cluster_domain: DEFAULT_CLUSTER_DOMAIN.to_string(),
+            tls: false,
+        }
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
+    }
+
+    /// Stable DNS name of a member:
+    /// `<cluster>-<ordinal>.<cluster>-peer.<ns>.svc.<domain>`.
+    pub fn member_host(&self, ordinal: u32) -> String {
+        format!(
+            "{}.{}.{}.svc.{}",
+            member_name(&self.cluster, ordinal),
+            peer_service_name(&self.cluster),
+            self.namespace,
+            self.cluster_domain
+        )
+    }
+
+    /// The peer URL of a member.
+    pub fn peer_url(&self, ordinal: u32) -> String {
+        format!(
+            "{}://{}:{PEER_PORT}",
+            self.scheme(),
+            self.member_host(ordinal)
+        )
+    }
+
+    /// The client URL of a member.
+    pub fn client_url(&self, ordinal: u32) -> String {
+        format!(
+            "{}://{}:{CLIENT_PORT}",
+            self.scheme(),
+            self.member_host(ordinal)
+        )
+    }
+
+    /// The `--initial-cluster` value for a set of ordinals.
+    pub fn initial_cluster(&self, ordinals: &[u32]) -> String {
+        ordinals
+            .iter()
+            .map(|&o| format!("{}={}", member_name(&self.cluster, o), self.peer_url(o)))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_ordinal() {
+        assert_eq!(member_name("demo", 2), "demo-2");
+        assert_eq!(pvc_name("demo", 2), "data-demo-2");
+        assert_eq!(ordinal_of_member("demo", "demo-2"), Some(2));
+        assert_eq!(ordinal_of_member("demo", "demo-02"), None);
+        assert_eq!(ordinal_of_member("demo", "demo-x-2"), None);
+        assert_eq!(ordinal_of_member("demo", "other-2"), None);
+    }
+
+    #[test]
+    fn peer_urls_use_the_headless_service_dns() {
+        let a = MemberAddressing::new("demo", "prod");
+        assert_eq!(
+            a.peer_url(1),
+            "http://demo-1.demo-peer.prod.svc.cluster.local:2380"
+        );
+        assert_eq!(ordinal_of_peer_url("demo", &a.peer_url(1)), Some(1));
+        let tls = MemberAddressing {
+            tls: true,
+            ..a.clone()
+        };
+        assert_eq!(
+            tls.client_url(0),
+            "https://demo-0.demo-peer.prod.svc.cluster.local:2379"
+        );
+        assert_eq!(
+            a.initial_cluster(&[0, 1]),
+            "demo-0=http://demo-0.demo-peer.prod.svc.cluster.local:2380,demo-1=http://demo-1.demo-peer.prod.svc.cluster.local:2380"
+        );
+    }
+}
