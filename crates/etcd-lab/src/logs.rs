@@ -1,5 +1,5 @@
 //! `etcd-lab logs`: a container's log file, written by the node agent under
-//! `logs/nodes/<node>/pods/<pod>/<container>.log`.
+//! `logs/nodes/<node>/pods/<namespace>_<pod>_<uid>/<container>.log`.
 
 use std::path::PathBuf;
 
@@ -18,6 +18,7 @@ pub async fn container_log(
 ) -> Result<PathBuf> {
     let pods: Api<Pod> = Api::namespaced(lab.kube_client().await?, namespace);
     let object = pods.get(pod).await?;
+    let uid = object.metadata.uid.clone().unwrap_or_default();
     let spec = object
         .spec
         .ok_or_else(|| LabError::Invalid(format!("pod {namespace}/{pod} has no spec")))?;
@@ -34,10 +35,10 @@ pub async fn container_log(
     };
     let pods_dir = lab.paths().node_logs(&node).join("pods");
     let candidates = [
-        pods_dir.join(pod).join(format!("{container}.log")),
         pods_dir
-            .join(format!("{namespace}_{pod}"))
+            .join(format!("{namespace}_{pod}_{uid}"))
             .join(format!("{container}.log")),
+        pods_dir.join(pod).join(format!("{container}.log")),
     ];
     candidates
         .iter()
