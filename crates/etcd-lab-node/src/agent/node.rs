@@ -223,7 +223,7 @@ async fn renew_lease(ctx: &NodeContext, node_uid: &str) -> Result<(), kube::Erro
 async fn update_status(ctx: &NodeContext) -> Result<(), kube::Error> {
     let api = Api::<Node>::all(ctx.client.clone());
     let name = &ctx.config.node_name;
-    let current = api.get_status(name).await?;
+    let current = api.get(name).await?;
     let status = node_status(
         &ctx.config,
         ctx.volumes_in_use(),

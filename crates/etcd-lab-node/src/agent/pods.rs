@@ -6,6 +6,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use super::context::NodeContext;
@@ -16,7 +17,7 @@ pub(crate) async fn watch_pods(ctx: Arc<NodeContext>) {
     let api = Api::<Pod>::all(ctx.client.clone());
     let config =
         watcher::Config::default().fields(&format!("spec.nodeName={}", ctx.config.node_name));
-    let mut stream = watcher::watcher(api, config).boxed();
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut workers: HashMap<String, PodHandle> = HashMap::new();
     let mut relisted: Option<Vec<String>> = None;
     while let Some(event) = stream.next().await {

@@ -166,8 +166,10 @@ mod tests {
     fn attachment_name_matches_the_csi_attacher() {
         // sha256("pv-handle" + "network.etcd-lab.dev" + "n1")
         let name = attachment_name("pv-handle", CSI_DRIVER, "n1");
-        assert!(name.starts_with("csi-"));
-        assert_eq!(name.len(), 4 + 64);
+        assert_eq!(
+            name,
+            "csi-32ff047c406c7ef9c4c9f19d497ecf4728eac2b9c5f4a0d08da507d3da2cffc7"
+        );
         assert_eq!(
             unique_volume_name(CSI_DRIVER, "h"),
             "kubernetes.io/csi/network.etcd-lab.dev^h"
