@@ -139,6 +139,16 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// Voters whose data is known gone: they will never be healthy again, so
+    /// they do not hold up the changes that replace them.
+    pub fn lost_voters(&self) -> Vec<u64> {
+        self.membership
+            .voters()
+            .filter(|m| m.ordinal.and_then(|o| self.data_gone(o)).is_some())
+            .map(|m| m.id)
+            .collect()
+    }
+
     /// The ordinals considered in this pass.
     pub fn ordinals(&self) -> Vec<u32> {
         let mut all: Vec<u32> = (0..self.replicas)
@@ -449,7 +459,7 @@ fn learner_in_progress(cx: &Context<'_>) -> Option<Step> {
     if !caught_up {
         return wait(Waiting::LearnerCatchingUp);
     }
-    if !cx.membership.change_allowed(None) {
+    if !cx.membership.change_allowed(&cx.lost_voters()) {
         return wait(Waiting::HealthNotStable);
     }
     act(Action::PromoteLearner {
@@ -463,6 +473,7 @@ fn learner_in_progress(cx: &Context<'_>) -> Option<Step> {
 /// add as a learner), one at a time, only while the others hold quorum and
 /// are healthy.
 fn replace_lost_members(cx: &Context<'_>) -> Option<Step> {
+    let lost = cx.lost_voters();
     for member in cx.membership.voters() {
         let Some(ordinal) = member.ordinal else {
             continue;
@@ -470,7 +481,7 @@ fn replace_lost_members(cx: &Context<'_>) -> Option<Step> {
         let Some(evidence) = cx.data_gone(ordinal) else {
             continue;
         };
-        if !cx.membership.change_allowed(Some(member.id)) {
+        if !cx.membership.change_allowed(&lost) {
             return wait(Waiting::HealthNotStable);
         }
         let remaining = cx.membership.voter_count() - 1;
@@ -522,12 +533,16 @@ fn add_missing_members(cx: &Context<'_>) -> Option<Step> {
                 });
             }
             if let Some(old) = pvc.identity.member_id {
-                // Data of a member that is no longer in the cluster, kept.
-                return wait(Waiting::NeedsAttention(format!(
-                    "PVC of {} holds the data of removed member {old:x}; delete it to let {} be added again",
-                    cx.name(ordinal),
-                    cx.name(ordinal)
-                )));
+                // etcd never lets a removed member rejoin: the data of a
+                // member no longer in the cluster cannot serve this ordinal
+                // again. (Scale-down leftovers stay while the ordinal is not
+                // wanted; storage.retentionPolicy applies there.)
+                return act(Action::DeletePvc {
+                    ordinal,
+                    reason: format!(
+                        "it holds the data of removed member {old:x}, which can never rejoin"
+                    ),
+                });
             }
         }
         if objects.pod.is_some() {
@@ -542,7 +557,7 @@ fn add_missing_members(cx: &Context<'_>) -> Option<Step> {
         if cx.membership.learners().next().is_some() {
             return wait(Waiting::LearnerCatchingUp);
         }
-        if !cx.membership.change_allowed(None) {
+        if !cx.membership.change_allowed(&[]) {
             return wait(Waiting::HealthNotStable);
         }
         return act(Action::AddLearner { ordinal });
@@ -580,7 +595,7 @@ fn scale_down(cx: &Context<'_>) -> Option<Step> {
         .filter(|m| m.ordinal.is_some_and(|o| o >= cx.replicas))
         .max_by_key(|m| m.ordinal);
     if let Some(member) = extra {
-        if !cx.membership.change_allowed(None) {
+        if !cx.membership.change_allowed(&[]) {
             return wait(Waiting::HealthNotStable);
         }
         if member.leader {

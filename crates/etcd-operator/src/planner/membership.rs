@@ -144,14 +144,14 @@ impl Membership {
     }
 
     /// Rule 3: a membership change may happen now — quorum works and every
-    /// voter (except `except`, the dead member being replaced) has been
-    /// healthy for etcd's health interval.
-    pub fn change_allowed(&self, except: Option<MemberId>) -> bool {
+    /// voter (except those in `except`: members whose data is gone, to be
+    /// replaced) has been healthy for etcd's health interval.
+    pub fn change_allowed(&self, except: &[MemberId]) -> bool {
         self.source == Source::Live
             && self.quorum
             && self
                 .voters()
-                .filter(|m| Some(m.id) != except)
+                .filter(|m| !except.contains(&m.id))
                 .all(|m| self.stably_healthy(m))
     }
 

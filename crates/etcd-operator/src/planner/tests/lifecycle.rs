@@ -1,0 +1,296 @@
+//! One test per row of the member lifecycle table (`shared/design.md`).
+
+use super::sim::{Sim, Volumes};
+use crate::api::{ConditionType, Phase};
+use crate::planner::{Action, Waiting};
+
+fn running(replicas: i32, volumes: Volumes) -> Sim {
+    let mut sim = Sim::new(replicas, 4, volumes);
+    sim.run(80);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(sim.has_quorum());
+    assert_eq!(
+        sim.voters().count(),
+        usize::try_from(replicas).expect("replicas")
+    );
+    assert_eq!(sim.status.phase, Some(Phase::Running), "{:#?}", sim.status);
+    sim
+}
+
+fn member_ids(sim: &Sim) -> Vec<u64> {
+    let mut ids: Vec<u64> = sim.members.iter().map(|m| m.id).collect();
+    ids.sort_unstable();
+    ids
+}
+
+fn new_count(sim: &Sim) -> usize {
+    sim.actions
+        .iter()
+        .filter(|a| matches!(a, Action::CreatePod { bootstrap, .. } if bootstrap.is_new()))
+        .count()
+}
+
+#[test]
+fn bootstrap_creates_services_pvcs_and_pods_with_new_once() {
+    let sim = running(3, Volumes::Network);
+    // `new` only until quorum first forms; later initial members join with `existing`.
+    assert!((1..=3).contains(&new_count(&sim)), "{:?}", sim.actions);
+    assert!(sim.children.peer_service && sim.children.client_service && sim.children.pdb);
+    assert!(sim.status.cluster_id.is_some());
+    assert_eq!(sim.status.ready_members, 3);
+    assert!(sim.status.is_true(ConditionType::Available));
+    // Every PVC records the member its data belongs to.
+    for pvc in sim.pvcs.values() {
+        assert_eq!(pvc.identity.member_id, pvc.data);
+    }
+}
+
+#[test]
+fn pod_crash_needs_nothing() {
+    let mut sim = running(3, Volumes::Network);
+    sim.pods.get_mut(&1).expect("pod").running = false;
+    let action = sim.reconcile();
+    assert_eq!(action, None);
+}
+
+#[test]
+fn deleted_pod_is_recreated_as_the_same_member() {
+    let mut sim = running(3, Volumes::Network);
+    let before = member_ids(&sim);
+    sim.delete_pod(1);
+    sim.run(20);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(member_ids(&sim), before);
+    assert!(sim.actions.iter().any(
+        |a| matches!(a, Action::CreatePod { ordinal: 1, bootstrap, .. } if !bootstrap.is_new())
+    ));
+    assert_eq!(sim.healthy_voters(), 3);
+}
+
+#[test]
+fn all_pods_deleted_come_back_without_membership_change() {
+    let mut sim = running(3, Volumes::Network);
+    let before = member_ids(&sim);
+    let cluster_id = sim.status.cluster_id.clone();
+    for o in 0..3 {
+        sim.delete_pod(o);
+    }
+    sim.run(30);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(member_ids(&sim), before);
+    assert_eq!(sim.status.cluster_id, cluster_id);
+    assert_eq!(sim.healthy_voters(), 3);
+    assert!(!sim.actions.iter().any(Action::changes_membership));
+}
+
+#[test]
+fn majority_of_nodes_down_waits_and_names_the_awaited_members() {
+    let mut sim = running(3, Volumes::Network);
+    let before = member_ids(&sim);
+    let down: Vec<String> = [0, 1].iter().filter_map(|o| sim.node_of(*o)).collect();
+    for node in &down {
+        sim.stop_node(node);
+    }
+    let actions_before = sim.actions.len();
+    for _ in 0..100 {
+        sim.reconcile();
+        sim.advance(30);
+    }
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let waiting = sim.last_plan.as_ref().and_then(|p| p.waiting.clone());
+    assert!(
+        matches!(waiting, Some(Waiting::QuorumLost { .. })),
+        "{waiting:?}"
+    );
+    let condition = sim
+        .status
+        .condition(ConditionType::QuorumLost)
+        .expect("condition");
+    assert_eq!(condition.status, "True");
+    assert!(
+        condition.message.contains("demo-0") && condition.message.contains("demo-1"),
+        "{}",
+        condition.message
+    );
+    assert_eq!(sim.status.phase, Some(Phase::QuorumLost));
+    assert!(
+        !sim.actions[actions_before..]
+            .iter()
+            .any(|a| a.changes_membership() || matches!(a, Action::DeletePvc { .. }))
+    );
+    for node in &down {
+        sim.start_node(node);
+    }
+    sim.run(30);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(member_ids(&sim), before);
+    assert_eq!(sim.healthy_voters(), 3);
+    assert!(sim.status.is_true(ConditionType::Available));
+}
+
+#[test]
+fn node_not_ready_is_waited_for_and_reported() {
+    let mut sim = running(3, Volumes::Network);
+    let node = sim.node_of(2).expect("node");
+    sim.stop_node(&node);
+    sim.advance(400);
+    sim.reconcile();
+    let member = sim
+        .status
+        .members
+        .iter()
+        .find(|m| m.name == "demo-2")
+        .expect("member");
+    let message = member.message.clone().unwrap_or_default();
+    assert!(message.contains("memberFailureTimeout"), "{message}");
+    assert!(sim.status.is_true(ConditionType::Degraded));
+    assert!(!sim.actions.iter().any(|a| matches!(
+        a,
+        Action::DeletePod { ordinal: 2, .. } | Action::RemoveMember { .. }
+    )));
+}
+
+#[test]
+fn confirmed_gone_node_with_network_volume_moves_the_pod_same_member() {
+    let mut sim = running(3, Volumes::Network);
+    let before = member_ids(&sim);
+    let node = sim.node_of(2).expect("node");
+    sim.stop_node(&node);
+    sim.advance(400);
+    sim.taint_out_of_service(&node);
+    sim.run(30);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(member_ids(&sim), before);
+    assert_ne!(sim.node_of(2), Some(node));
+    assert_eq!(sim.healthy_voters(), 3);
+}
+
+#[test]
+fn deleted_node_with_local_volume_replaces_the_member() {
+    let mut sim = running(3, Volumes::Local);
+    let cluster_id = sim.status.cluster_id.clone();
+    let old = sim
+        .members
+        .iter()
+        .find(|m| m.ordinal == 2)
+        .expect("member")
+        .id;
+    let node = sim.node_of(2).expect("node");
+    sim.stop_node(&node);
+    sim.delete_node(&node);
+    sim.run(60);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let new = sim.members.iter().find(|m| m.ordinal == 2).expect("member");
+    assert_ne!(new.id, old);
+    assert!(!new.learner);
+    assert_eq!(sim.healthy_voters(), 3);
+    assert_eq!(sim.status.cluster_id, cluster_id);
+    let kinds: Vec<&str> = sim.actions.iter().map(Action::kind).collect();
+    let remove = kinds
+        .iter()
+        .position(|k| *k == "RemoveMember")
+        .expect("removed");
+    let add = kinds
+        .iter()
+        .position(|k| *k == "AddLearner")
+        .expect("added");
+    assert!(remove < add, "remove before add: {kinds:?}");
+}
+
+#[test]
+fn wiped_data_dir_is_refused_and_the_member_replaced() {
+    let mut sim = running(3, Volumes::Network);
+    let old = sim
+        .members
+        .iter()
+        .find(|m| m.ordinal == 1)
+        .expect("member")
+        .id;
+    sim.wipe(1);
+    sim.run(60);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let new = sim.members.iter().find(|m| m.ordinal == 1).expect("member");
+    assert_ne!(new.id, old);
+    assert_eq!(sim.healthy_voters(), 3);
+}
+
+#[test]
+fn deleted_pvc_replaces_the_member() {
+    let mut sim = running(3, Volumes::Network);
+    let old = sim
+        .members
+        .iter()
+        .find(|m| m.ordinal == 0)
+        .expect("member")
+        .id;
+    sim.delete_pvc(0);
+    sim.delete_pod(0);
+    sim.run(60);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let new = sim.members.iter().find(|m| m.ordinal == 0).expect("member");
+    assert_ne!(new.id, old);
+    assert_eq!(sim.healthy_voters(), 3);
+}
+
+#[test]
+fn majority_data_lost_waits_for_a_person() {
+    let mut sim = running(3, Volumes::Network);
+    sim.wipe(0);
+    sim.wipe(1);
+    sim.run(40);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        !sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { .. }))
+    );
+    assert_eq!(sim.status.phase, Some(Phase::MajorityDataLost));
+    let condition = sim
+        .status
+        .condition(ConditionType::MajorityDataLost)
+        .expect("condition");
+    assert!(
+        condition.message.contains("demo-0") && condition.message.contains("demo-1"),
+        "{}",
+        condition.message
+    );
+    // A person approves this incarnation: the restore is planned from the survivor.
+    sim.spec.recovery.approved_incarnation = sim.status.cluster_token.clone();
+    let action = sim.reconcile();
+    assert!(
+        matches!(action, Some(Action::RestoreFromSurvivor { ordinal: 2, .. })),
+        "{action:?}"
+    );
+}
+
+#[test]
+fn scale_up_and_down_one_member_at_a_time() {
+    let mut sim = running(3, Volumes::Network);
+    let cluster_id = sim.status.cluster_id.clone();
+    for replicas in [5, 3, 1, 3] {
+        sim.spec.replicas = replicas;
+        sim.run(120);
+        assert!(
+            sim.violations.is_empty(),
+            "{replicas}: {:?}",
+            sim.violations
+        );
+        assert_eq!(
+            sim.voters().count(),
+            usize::try_from(replicas).expect("n"),
+            "{replicas}: {:#?}",
+            sim.status
+        );
+        assert_eq!(sim.healthy_voters(), usize::try_from(replicas).expect("n"));
+        assert_eq!(sim.status.cluster_id, cluster_id);
+    }
+}
+
+#[test]
+fn paused_takes_no_action() {
+    let mut sim = running(3, Volumes::Network);
+    sim.spec.paused = true;
+    sim.delete_pod(0);
+    assert_eq!(sim.reconcile(), None);
+    assert_eq!(sim.status.phase, Some(Phase::Paused));
+}

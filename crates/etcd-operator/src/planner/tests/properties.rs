@@ -1,0 +1,145 @@
+//! Random sequences of failures and recoveries never break a durability
+//! rule (checked on every action), and once the faults stop a cluster whose
+//! majority kept its data returns to full health with the same identity.
+
+use proptest::prelude::*;
+
+use super::sim::{Sim, Volumes};
+use crate::planner::Action;
+
+#[derive(Clone, Debug)]
+enum Fault {
+    DeletePod(u32),
+    StopNode(u32),
+    StartNode(u32),
+    DeleteNode(u32),
+    TaintOutOfService(u32),
+    DeletePvc(u32),
+    Wipe(u32),
+    Wait(i64),
+    Reconcile,
+}
+
+fn fault() -> impl Strategy<Value = Fault> {
+    prop_oneof![
+        2 => (0u32..5).prop_map(Fault::DeletePod),
+        2 => (0u32..5).prop_map(Fault::StopNode),
+        3 => (0u32..5).prop_map(Fault::StartNode),
+        1 => (0u32..5).prop_map(Fault::DeleteNode),
+        1 => (0u32..5).prop_map(Fault::TaintOutOfService),
+        1 => (0u32..5).prop_map(Fault::DeletePvc),
+        1 => (0u32..5).prop_map(Fault::Wipe),
+        2 => prop_oneof![Just(5i64), Just(60), Just(400)].prop_map(Fault::Wait),
+        8 => Just(Fault::Reconcile),
+    ]
+}
+
+fn nth_node(sim: &Sim, n: u32) -> Option<String> {
+    let names: Vec<String> = sim.nodes.keys().cloned().collect();
+    if names.is_empty() {
+        return None;
+    }
+    names.get(usize::try_from(n).ok()? % names.len()).cloned()
+}
+
+fn apply(sim: &mut Sim, fault: &Fault) {
+    match fault {
+        Fault::DeletePod(o) => sim.delete_pod(*o),
+        Fault::StopNode(n) => {
+            if let Some(node) = nth_node(sim, *n) {
+                sim.stop_node(&node);
+            }
+        }
+        Fault::StartNode(n) => {
+            if let Some(node) = nth_node(sim, *n) {
+                sim.start_node(&node);
+            }
+        }
+        Fault::DeleteNode(n) => {
+            if let Some(node) = nth_node(sim, *n) {
+                sim.delete_node(&node);
+                sim.add_node();
+            }
+        }
+        Fault::TaintOutOfService(n) => {
+            if let Some(node) = nth_node(sim, *n) {
+                sim.taint_out_of_service(&node);
+            }
+        }
+        Fault::DeletePvc(o) => sim.delete_pvc(*o),
+        Fault::Wipe(o) => sim.wipe(*o),
+        Fault::Wait(secs) => sim.advance(*secs),
+        Fault::Reconcile => {
+            sim.reconcile();
+            sim.advance(2);
+        }
+    }
+}
+
+fn check(replicas: i32, volumes: Volumes, faults: &[Fault]) -> Result<(), TestCaseError> {
+    let mut sim = Sim::new(replicas, 5, volumes);
+    sim.run(60);
+    prop_assert!(sim.violations.is_empty(), "bootstrap: {:?}", sim.violations);
+    let cluster_id = sim.status.cluster_id.clone();
+    for fault in faults {
+        apply(&mut sim, fault);
+        prop_assert!(
+            sim.violations.is_empty(),
+            "after {fault:?}: {:?}\n{:#?}",
+            sim.violations,
+            sim.actions
+        );
+        let restored = sim
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { .. }));
+        prop_assert!(!restored, "restore without approval");
+    }
+    // Heal: every node back, then let the operator work.
+    let names: Vec<String> = sim.nodes.keys().cloned().collect();
+    for node in names {
+        sim.start_node(&node);
+    }
+    sim.run(250);
+    prop_assert!(sim.violations.is_empty(), "healing: {:?}", sim.violations);
+    if !sim.majority_ever_lost {
+        prop_assert!(
+            sim.has_quorum(),
+            "no quorum after healing: {:#?}",
+            sim.status
+        );
+        prop_assert_eq!(sim.status.cluster_id.clone(), cluster_id);
+        prop_assert_eq!(
+            sim.voters().count(),
+            usize::try_from(replicas).unwrap_or(0),
+            "{:#?}",
+            sim.status
+        );
+        prop_assert_eq!(
+            sim.healthy_voters(),
+            usize::try_from(replicas).unwrap_or(0),
+            "{:#?}",
+            sim.status
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn network_volumes_keep_every_rule(faults in proptest::collection::vec(fault(), 1..40)) {
+        check(3, Volumes::Network, &faults)?;
+    }
+
+    #[test]
+    fn local_volumes_keep_every_rule(faults in proptest::collection::vec(fault(), 1..40)) {
+        check(3, Volumes::Local, &faults)?;
+    }
+
+    #[test]
+    fn five_members_keep_every_rule(faults in proptest::collection::vec(fault(), 1..40)) {
+        check(5, Volumes::Network, &faults)?;
+    }
+}

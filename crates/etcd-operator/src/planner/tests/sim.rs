@@ -1,0 +1,743 @@
+//! A small model of the world the planner acts on, with a checker of the
+//! durability rules applied to every action.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::api::identity::MemberIdentity;
+use crate::api::{EtcdClusterSpec, EtcdClusterStatus};
+use crate::etcd::{MemberHealth, ObservedEtcd, ObservedMember};
+use crate::planner::{
+    Action, Bootstrap, Children, GuardRefusal, NodeState, Observed, OrdinalObjects, Plan, PodPhase,
+    PodState, PvcPhase, PvcState, VolumeKind, plan, quorum,
+};
+
+pub const CLUSTER: &str = "demo";
+
+#[derive(Clone, Debug)]
+pub struct SimNode {
+    pub up: bool,
+    pub out_of_service: bool,
+    pub not_ready_since: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug)]
+pub struct SimPvc {
+    pub deleting: bool,
+    pub identity: MemberIdentity,
+    pub local_node: Option<String>,
+    /// Ground truth: the member whose data the volume holds.
+    pub data: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct SimPod {
+    pub node: Option<String>,
+    pub deleting: bool,
+    pub bootstrap: Bootstrap,
+    pub refusal: Option<GuardRefusal>,
+    pub running: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct SimMember {
+    pub id: u64,
+    pub ordinal: u32,
+    pub learner: bool,
+    pub started: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Volumes {
+    Network,
+    Local,
+}
+
+#[derive(Clone, Debug)]
+pub struct Sim {
+    pub now: Timestamp,
+    pub spec: EtcdClusterSpec,
+    pub status: EtcdClusterStatus,
+    pub children: Children,
+    pub nodes: BTreeMap<String, SimNode>,
+    pub pvcs: BTreeMap<u32, SimPvc>,
+    pub pods: BTreeMap<u32, SimPod>,
+    pub members: Vec<SimMember>,
+    pub cluster_id: Option<u64>,
+    pub formed: bool,
+    pub next_id: u64,
+    pub next_node: u32,
+    pub volumes: Volumes,
+    /// Ground truth: the data of a majority of voters was lost at some point.
+    pub majority_ever_lost: bool,
+    pub violations: Vec<String>,
+    pub actions: Vec<Action>,
+    pub last_plan: Option<Plan>,
+}
+
+impl Sim {
+    pub fn new(replicas: i32, nodes: u32, volumes: Volumes) -> Self {
+        let spec = EtcdClusterSpec {
+            replicas,
+            ..EtcdClusterSpec::default()
+        };
+        let mut sim = Self {
+            now: Timestamp::from_second(1_700_000_000).expect("valid time"),
+            spec,
+            status: EtcdClusterStatus::default(),
+            children: Children::default(),
+            nodes: BTreeMap::new(),
+            pvcs: BTreeMap::new(),
+            pods: BTreeMap::new(),
+            members: Vec::new(),
+            cluster_id: None,
+            formed: false,
+            next_id: 0x100,
+            next_node: 0,
+            volumes,
+            majority_ever_lost: false,
+            violations: Vec::new(),
+            actions: Vec::new(),
+            last_plan: None,
+        };
+        for _ in 0..nodes {
+            sim.add_node();
+        }
+        sim
+    }
+
+    pub fn add_node(&mut self) -> String {
+        let name = format!("node-{}", self.next_node);
+        self.next_node += 1;
+        self.nodes.insert(
+            name.clone(),
+            SimNode {
+                up: true,
+                out_of_service: false,
+                not_ready_since: None,
+            },
+        );
+        name
+    }
+
+    // ----- ground truth -------------------------------------------------
+
+    /// Whether the process of a member runs: its Pod runs on its data.
+    pub fn member_healthy(&self, m: &SimMember) -> bool {
+        self.pods.get(&m.ordinal).is_some_and(|p| {
+            p.running
+                && !p.deleting
+                && p.node
+                    .as_ref()
+                    .is_some_and(|n| self.nodes.get(n).is_some_and(|n| n.up))
+        }) && self
+            .pvcs
+            .get(&m.ordinal)
+            .is_some_and(|p| p.data == Some(m.id))
+    }
+
+    pub fn voters(&self) -> impl Iterator<Item = &SimMember> {
+        self.members.iter().filter(|m| !m.learner)
+    }
+
+    pub fn healthy_voters(&self) -> usize {
+        self.voters().filter(|m| self.member_healthy(m)).count()
+    }
+
+    pub fn has_quorum(&self) -> bool {
+        let voters = self.voters().count();
+        voters > 0 && self.healthy_voters() >= quorum(voters)
+    }
+
+    /// Whether the data of a member still exists somewhere.
+    pub fn data_exists(&self, id: u64) -> bool {
+        self.pvcs.values().any(|p| {
+            p.data == Some(id)
+                && p.local_node
+                    .as_ref()
+                    .is_none_or(|n| self.nodes.contains_key(n))
+        })
+    }
+
+    pub fn majority_data_exists(&self) -> bool {
+        let voters: Vec<u64> = self.voters().map(|m| m.id).collect();
+        !voters.is_empty()
+            && voters.iter().filter(|id| self.data_exists(**id)).count() >= quorum(voters.len())
+    }
+
+    // ----- the world moves ----------------------------------------------
+
+    pub fn advance(&mut self, secs: i64) {
+        self.now = self
+            .now
+            .saturating_add(SignedDuration::from_secs(secs))
+            .expect("time");
+        self.settle();
+    }
+
+    /// Kubernetes and etcd react: scheduling, kubelets, eviction, GC.
+    pub fn settle(&mut self) {
+        // Node loss of local volumes.
+        for pvc in self.pvcs.values_mut() {
+            if pvc
+                .local_node
+                .as_ref()
+                .is_some_and(|n| !self.nodes.contains_key(n))
+            {
+                pvc.data = None;
+            }
+        }
+        let all_not_ready = self.nodes.values().all(|n| !n.up);
+        let now = self.now;
+        let mut gone = Vec::new();
+        for (ordinal, pod) in self.pods.iter_mut() {
+            match pod.node.as_ref().map(|n| self.nodes.get(n)) {
+                // Node deleted: pod GC deletes the Pod.
+                Some(None) => gone.push(*ordinal),
+                Some(Some(node)) => {
+                    if pod.deleting && (node.up || node.out_of_service) {
+                        gone.push(*ordinal);
+                    }
+                    // Eviction of pods on a node NotReady for 300 s.
+                    if !node.up
+                        && !all_not_ready
+                        && node
+                            .not_ready_since
+                            .is_some_and(|s| now.duration_since(s).as_secs() >= 300)
+                    {
+                        pod.deleting = true;
+                    }
+                }
+                None => {
+                    if pod.deleting {
+                        gone.push(*ordinal);
+                    }
+                }
+            }
+        }
+        for ordinal in gone {
+            self.pods.remove(&ordinal);
+        }
+        // PVCs whose deletion waited for their Pod.
+        let pods = &self.pods;
+        self.pvcs
+            .retain(|ordinal, pvc| !pvc.deleting || pods.contains_key(ordinal));
+        // Scheduling and starting.
+        let ordinals: Vec<u32> = self.pods.keys().copied().collect();
+        for ordinal in ordinals {
+            self.schedule(ordinal);
+            self.start(ordinal);
+        }
+        if self.has_quorum() && !self.formed {
+            self.formed = true;
+        }
+        if self.formed && !self.majority_data_exists() {
+            self.majority_ever_lost = true;
+        }
+    }
+
+    fn schedule(&mut self, ordinal: u32) {
+        let Some(pod) = self.pods.get(&ordinal) else {
+            return;
+        };
+        if pod.node.is_some() || pod.deleting {
+            return;
+        }
+        let Some(pvc) = self.pvcs.get(&ordinal) else {
+            return;
+        };
+        let usable = |name: &String, n: &SimNode| n.up && !n.out_of_service && !name.is_empty();
+        let node = match &pvc.local_node {
+            Some(n) => self
+                .nodes
+                .get(n)
+                .filter(|s| usable(n, s))
+                .map(|_| n.clone()),
+            None => {
+                let busy: Vec<&String> =
+                    self.pods.values().filter_map(|p| p.node.as_ref()).collect();
+                let mut candidates: Vec<&String> = self
+                    .nodes
+                    .iter()
+                    .filter(|(n, s)| usable(n, s))
+                    .map(|(n, _)| n)
+                    .collect();
+                candidates.sort_by_key(|n| busy.contains(n));
+                candidates.first().map(|n| (*n).clone())
+            }
+        };
+        if let Some(node) = node {
+            if self.volumes == Volumes::Local
+                && let Some(pvc) = self.pvcs.get_mut(&ordinal)
+            {
+                pvc.local_node.get_or_insert(node.clone());
+            }
+            if let Some(pod) = self.pods.get_mut(&ordinal) {
+                pod.node = Some(node);
+            }
+        }
+    }
+
+    /// The kubelet starts the Pod: `member-guard`, then etcd.
+    fn start(&mut self, ordinal: u32) {
+        let Some(pod) = self.pods.get(&ordinal).cloned() else {
+            return;
+        };
+        let node_up = pod
+            .node
+            .as_ref()
+            .and_then(|n| self.nodes.get(n))
+            .is_some_and(|n| n.up);
+        if !node_up || pod.deleting {
+            if let Some(p) = self.pods.get_mut(&ordinal) {
+                p.running = false;
+            }
+            return;
+        }
+        let Some(pvc) = self.pvcs.get(&ordinal).cloned() else {
+            return;
+        };
+        let member_of_ordinal = self.members.iter().find(|m| m.ordinal == ordinal).cloned();
+        let (running, refusal, data) = match (pvc.data, &pod.bootstrap) {
+            (Some(d), _) => {
+                if member_of_ordinal.as_ref().is_some_and(|m| m.id == d) {
+                    (true, None, Some(d))
+                } else {
+                    (
+                        false,
+                        Some(GuardRefusal::ForeignMarker(format!("member {d:x}"))),
+                        Some(d),
+                    )
+                }
+            }
+            (
+                None,
+                Bootstrap::New {
+                    token,
+                    initial_members,
+                },
+            ) => {
+                if self.members.is_empty() {
+                    for &o in initial_members {
+                        self.members.push(SimMember {
+                            id: static_id(token, o),
+                            ordinal: o,
+                            learner: false,
+                            started: false,
+                        });
+                    }
+                    self.cluster_id = Some(static_id(token, 999));
+                }
+                match self.members.iter_mut().find(|m| m.ordinal == ordinal) {
+                    Some(m) if !m.started => {
+                        m.started = true;
+                        (true, None, Some(m.id))
+                    }
+                    Some(_) => (false, Some(GuardRefusal::DataMissing), None),
+                    None => (false, None, None),
+                }
+            }
+            (None, Bootstrap::Existing { .. }) => {
+                match self.members.iter_mut().find(|m| m.ordinal == ordinal) {
+                    Some(m) if !m.started => {
+                        m.started = true;
+                        (true, None, Some(m.id))
+                    }
+                    Some(_) => (false, Some(GuardRefusal::DataMissing), None),
+                    None => (false, None, None),
+                }
+            }
+        };
+        if let Some(p) = self.pvcs.get_mut(&ordinal) {
+            p.data = data;
+        }
+        if let Some(p) = self.pods.get_mut(&ordinal) {
+            p.running = running;
+            p.refusal = refusal;
+        }
+    }
+
+    // ----- faults -------------------------------------------------------
+
+    pub fn delete_pod(&mut self, ordinal: u32) {
+        if let Some(p) = self.pods.get_mut(&ordinal) {
+            p.deleting = true;
+        }
+        self.settle();
+    }
+
+    pub fn stop_node(&mut self, node: &str) {
+        let now = self.now;
+        if let Some(n) = self.nodes.get_mut(node)
+            && n.up
+        {
+            n.up = false;
+            n.not_ready_since = Some(now);
+        }
+        self.settle();
+    }
+
+    pub fn start_node(&mut self, node: &str) {
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.up = true;
+            n.not_ready_since = None;
+            n.out_of_service = false;
+        }
+        self.settle();
+    }
+
+    pub fn delete_node(&mut self, node: &str) {
+        self.nodes.remove(node);
+        self.settle();
+    }
+
+    pub fn taint_out_of_service(&mut self, node: &str) {
+        if let Some(n) = self.nodes.get_mut(node)
+            && !n.up
+        {
+            n.out_of_service = true;
+        }
+        self.settle();
+    }
+
+    pub fn delete_pvc(&mut self, ordinal: u32) {
+        if let Some(p) = self.pvcs.get_mut(&ordinal) {
+            p.deleting = true;
+        }
+        self.settle();
+    }
+
+    pub fn wipe(&mut self, ordinal: u32) {
+        if let Some(p) = self.pvcs.get_mut(&ordinal) {
+            p.data = None;
+        }
+        if let Some(p) = self.pods.get_mut(&ordinal) {
+            p.running = false;
+        }
+        self.settle();
+    }
+
+    pub fn node_of(&self, ordinal: u32) -> Option<String> {
+        self.pods.get(&ordinal).and_then(|p| p.node.clone())
+    }
+
+    // ----- the operator ---------------------------------------------------
+
+    pub fn observe(&self) -> Observed {
+        let mut ordinals: BTreeMap<u32, OrdinalObjects> = BTreeMap::new();
+        for (o, pvc) in &self.pvcs {
+            ordinals.entry(*o).or_default().pvc = Some(PvcState {
+                phase: PvcPhase::Bound,
+                deleting: pvc.deleting,
+                identity: pvc.identity.clone(),
+                volume: match &pvc.local_node {
+                    Some(node) => VolumeKind::Local { node: node.clone() },
+                    None if self.volumes == Volumes::Local => VolumeKind::Unknown,
+                    None => VolumeKind::Network,
+                },
+            });
+        }
+        for (o, pod) in &self.pods {
+            ordinals.entry(*o).or_default().pod = Some(PodState {
+                phase: if pod.running {
+                    PodPhase::Running
+                } else {
+                    PodPhase::Pending
+                },
+                ready: pod.running && self.pod_member_healthy(*o),
+                deleting: pod.deleting,
+                node: pod.node.clone(),
+                guard_refusal: pod.refusal.clone(),
+                version: Some(self.spec.version.clone()),
+            });
+        }
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|(name, n)| {
+                (
+                    name.clone(),
+                    NodeState {
+                        ready: n.up,
+                        not_ready_since: n.not_ready_since,
+                        out_of_service: n.out_of_service,
+                    },
+                )
+            })
+            .collect();
+        Observed {
+            name: CLUSTER.to_string(),
+            uid: "0123456789abcdef".to_string(),
+            generation: Some(1),
+            spec: self.spec.clone(),
+            status: self.status.clone(),
+            now: self.now,
+            children: self.children,
+            etcd: self.etcd_view(),
+            ordinals,
+            nodes,
+        }
+    }
+
+    fn pod_member_healthy(&self, ordinal: u32) -> bool {
+        self.members
+            .iter()
+            .any(|m| m.ordinal == ordinal && self.member_healthy(m))
+    }
+
+    fn etcd_view(&self) -> ObservedEtcd {
+        let any_running = self.members.iter().any(|m| self.member_healthy(m));
+        if !any_running {
+            return ObservedEtcd::nothing_observed();
+        }
+        let quorum = self.has_quorum();
+        let leader = if quorum {
+            self.voters().find(|m| self.member_healthy(m)).map(|m| m.id)
+        } else {
+            None
+        };
+        ObservedEtcd {
+            cluster_id: self.cluster_id,
+            members: self
+                .members
+                .iter()
+                .map(|m| ObservedMember {
+                    id: m.id,
+                    name: if m.started {
+                        format!("{CLUSTER}-{}", m.ordinal)
+                    } else {
+                        String::new()
+                    },
+                    peer_urls: vec![format!(
+                        "http://{CLUSTER}-{}.{CLUSTER}-peer.ns.svc.cluster.local:2380",
+                        m.ordinal
+                    )],
+                    client_urls: Vec::new(),
+                    is_learner: m.learner,
+                    endpoint: None,
+                    status: None,
+                    health: if self.member_healthy(m) {
+                        MemberHealth::Healthy
+                    } else {
+                        MemberHealth::Unreachable("down".to_string())
+                    },
+                })
+                .collect(),
+            members_reported_by: None,
+            leader,
+            quorum_reachable: quorum,
+            quorum_error: None,
+            max_revision: None,
+            endpoints: Vec::new(),
+        }
+    }
+
+    /// One reconcile: observe, plan, check the action against the rules,
+    /// apply it, write the status.
+    pub fn reconcile(&mut self) -> Option<Action> {
+        let plan = plan(&self.observe());
+        self.status = plan.status.clone();
+        let action = plan.action.clone();
+        self.last_plan = Some(plan);
+        if let Some(action) = &action {
+            self.check_and_apply(action.clone());
+            self.actions.push(action.clone());
+        }
+        self.settle();
+        action
+    }
+
+    /// Reconciles with time passing until nothing more happens.
+    pub fn run(&mut self, passes: usize) {
+        for _ in 0..passes {
+            self.reconcile();
+            self.advance(3);
+        }
+    }
+
+    fn violation(&mut self, rule: &str, action: &Action) {
+        self.violations.push(format!("{rule}: {action:?}"));
+    }
+
+    fn check_and_apply(&mut self, action: Action) {
+        let quorum_before = self.has_quorum();
+        match &action {
+            Action::CreatePeerService => self.children.peer_service = true,
+            Action::CreateClientService => self.children.client_service = true,
+            Action::CreatePodDisruptionBudget => self.children.pdb = true,
+            Action::CreatePvc { ordinal, identity } => {
+                if self.pvcs.contains_key(ordinal) {
+                    self.violation("PVC created twice", &action);
+                }
+                self.pvcs.insert(
+                    *ordinal,
+                    SimPvc {
+                        deleting: false,
+                        identity: identity.clone(),
+                        local_node: None,
+                        data: None,
+                    },
+                );
+            }
+            Action::CreatePod {
+                ordinal, bootstrap, ..
+            } => {
+                if self.pods.contains_key(ordinal) {
+                    self.violation("rule 4: a second Pod for a member", &action);
+                }
+                if bootstrap.is_new() && self.formed {
+                    self.violation(
+                        "rule 6: --initial-cluster-state=new after the first bootstrap",
+                        &action,
+                    );
+                }
+                self.pods.insert(
+                    *ordinal,
+                    SimPod {
+                        node: None,
+                        deleting: false,
+                        bootstrap: bootstrap.clone(),
+                        refusal: None,
+                        running: false,
+                    },
+                );
+            }
+            Action::DeletePod { ordinal, force, .. } => {
+                let Some(pod) = self.pods.get(ordinal).cloned() else {
+                    self.violation("deleting a Pod that does not exist", &action);
+                    return;
+                };
+                let node_gone = pod
+                    .node
+                    .as_ref()
+                    .is_none_or(|n| self.nodes.get(n).is_none_or(|s| s.out_of_service));
+                if *force && !node_gone {
+                    self.violation(
+                        "rule 4: force-deleting a Pod whose node may still run it",
+                        &action,
+                    );
+                }
+                let healthy_voter = self
+                    .members
+                    .iter()
+                    .any(|m| m.ordinal == *ordinal && !m.learner && self.member_healthy(m));
+                if healthy_voter {
+                    let voters = self.voters().count();
+                    if self.healthy_voters() - 1 < quorum(voters) {
+                        self.violation(
+                            "rule 5: deleting a Pod leaves fewer than a quorum of healthy voters",
+                            &action,
+                        );
+                    }
+                }
+                if *force {
+                    self.pods.remove(ordinal);
+                } else if let Some(p) = self.pods.get_mut(ordinal) {
+                    p.deleting = true;
+                }
+            }
+            Action::DeletePvc { ordinal, .. } => {
+                if let Some(pvc) = self.pvcs.get(ordinal)
+                    && let Some(d) = pvc.data
+                    && self.members.iter().any(|m| m.id == d)
+                {
+                    self.violation(
+                        "rule 2: deleting the PVC of a current member's data",
+                        &action,
+                    );
+                }
+                if let Some(p) = self.pvcs.get_mut(ordinal) {
+                    p.deleting = true;
+                }
+            }
+            Action::AnnotatePvcIdentity { ordinal, identity } => {
+                if let Some(p) = self.pvcs.get_mut(ordinal) {
+                    if identity.member_id != p.data {
+                        self.violations.push(format!(
+                            "rule 1: PVC annotated with a member that is not its data: {action:?}"
+                        ));
+                    }
+                    p.identity = identity.clone();
+                }
+            }
+            Action::AddLearner { ordinal } => {
+                if !quorum_before {
+                    self.violation("rule 3: membership change without quorum", &action);
+                    return;
+                }
+                if self.members.iter().any(|m| m.learner) {
+                    self.violation("rule 3: a second learner", &action);
+                }
+                let id = self.next_id;
+                self.next_id += 1;
+                self.members.push(SimMember {
+                    id,
+                    ordinal: *ordinal,
+                    learner: true,
+                    started: false,
+                });
+            }
+            Action::PromoteLearner { id, .. } => {
+                if !quorum_before {
+                    self.violation("rule 3: membership change without quorum", &action);
+                    return;
+                }
+                let ready = self
+                    .members
+                    .iter()
+                    .any(|m| m.id == *id && m.learner && self.member_healthy(m));
+                if let Some(m) = self.members.iter_mut().find(|m| m.id == *id)
+                    && ready
+                {
+                    m.learner = false;
+                }
+            }
+            Action::RemoveMember { id, ordinal, .. } => {
+                if !quorum_before {
+                    self.violation("rule 3: membership change without quorum", &action);
+                    return;
+                }
+                let wanted = ordinal.is_some_and(|o| i64::from(o) < i64::from(self.spec.replicas));
+                if wanted
+                    && self.data_exists(*id)
+                    && self
+                        .members
+                        .iter()
+                        .any(|m| m.id == *id && self.member_healthy(m))
+                {
+                    self.violation(
+                        "rule 2: removing a wanted member whose data exists and runs",
+                        &action,
+                    );
+                }
+                if wanted && self.data_exists(*id) {
+                    self.violation(
+                        "rule 2: removing a wanted member whose data exists",
+                        &action,
+                    );
+                }
+                self.members.retain(|m| m.id != *id);
+                if self.voters().count() > 0 && quorum_before && !self.has_quorum() {
+                    self.violation(
+                        "rule 5: removal leaves fewer than a quorum of healthy voters",
+                        &action,
+                    );
+                }
+            }
+            Action::TransferLeadership { .. } => {}
+            Action::RestoreFromSurvivor { .. } => {
+                if self.majority_data_exists() {
+                    self.violation("rule 7: restore while a majority's data exists", &action);
+                }
+            }
+        }
+    }
+}
+
+/// The member ID etcd derives from the static bootstrap (a stand-in).
+fn static_id(token: &str, ordinal: u32) -> u64 {
+    token.bytes().fold(u64::from(ordinal) + 1, |h, b| {
+        h.wrapping_mul(31).wrapping_add(u64::from(b))
+    })
+}
