@@ -2,5 +2,13 @@
 //! member Pods and the PodDisruptionBudget. No I/O: spec in, objects out.
 
 pub mod names;
+mod objects;
+
+#[cfg(test)]
+mod tests;
 
 pub use names::MemberAddressing;
+pub use objects::{
+    DATA_DIR, DATA_MOUNT, ETCD_USER, client_service, etcd_args, identity_annotations, member_pod,
+    pdb, peer_service, pvc, selector_labels,
+};

@@ -1,0 +1,376 @@
+//! Builders of the Services, PVC, member Pod and PodDisruptionBudget of a
+//! cluster. Pure: the `EtcdCluster` and the planner's decision in, objects out.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, HTTPGetAction, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
+    Probe, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    VolumeResourceRequirements,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::{Resource, ResourceExt};
+
+use super::names::{
+    CLIENT_PORT, METRICS_PORT, MemberAddressing, PEER_PORT, client_service_name, member_name,
+    pdb_name, peer_service_name, pvc_name,
+};
+use crate::api::identity::{
+    APP_NAME, CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, INSTANCE_LABEL,
+    MANAGED_BY_LABEL, MANAGER, MEMBER_ID_ANNOTATION, MemberIdentity, NAME_LABEL, ORDINAL_LABEL,
+    format_id, guard_env,
+};
+use crate::api::{EtcdCluster, version};
+use crate::planner::{Bootstrap, quorum};
+
+/// Where the member's volume is mounted.
+pub const DATA_MOUNT: &str = "/var/lib/etcd";
+/// The data dir, a sub-directory of the mount so its mode can be 0700.
+pub const DATA_DIR: &str = "/var/lib/etcd/data";
+/// The user etcd runs as.
+pub const ETCD_USER: i64 = 1000;
+
+/// Labels selecting every member Pod of a cluster.
+pub fn selector_labels(cluster: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (NAME_LABEL.to_string(), APP_NAME.to_string()),
+        (INSTANCE_LABEL.to_string(), cluster.to_string()),
+        (CLUSTER_LABEL.to_string(), cluster.to_string()),
+    ])
+}
+
+fn labels(cluster: &str, ordinal: Option<u32>) -> BTreeMap<String, String> {
+    let mut labels = selector_labels(cluster);
+    labels.insert(MANAGED_BY_LABEL.to_string(), MANAGER.to_string());
+    if let Some(ordinal) = ordinal {
+        labels.insert(ORDINAL_LABEL.to_string(), ordinal.to_string());
+    }
+    labels
+}
+
+fn meta(cluster: &EtcdCluster, name: String, ordinal: Option<u32>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: cluster.namespace(),
+        labels: Some(labels(&cluster.name_any(), ordinal)),
+        owner_references: cluster.controller_owner_ref(&()).map(|r| vec![r]),
+        ..ObjectMeta::default()
+    }
+}
+
+fn port(name: &str, port: i32) -> ServicePort {
+    ServicePort {
+        name: Some(name.to_string()),
+        port,
+        target_port: Some(IntOrString::Int(port)),
+        ..ServicePort::default()
+    }
+}
+
+/// The headless Service giving each member its DNS name; it publishes
+/// not-ready addresses so members find each other before they are ready
+/// (and while quorum is lost).
+pub fn peer_service(cluster: &EtcdCluster) -> Service {
+    let name = cluster.name_any();
+    Service {
+        metadata: meta(cluster, peer_service_name(&name), None),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".to_string()),
+            publish_not_ready_addresses: Some(true),
+            selector: Some(selector_labels(&name)),
+            ports: Some(vec![port("peer", PEER_PORT), port("client", CLIENT_PORT)]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// The Service clients use: ready members only.
+pub fn client_service(cluster: &EtcdCluster) -> Service {
+    let name = cluster.name_any();
+    Service {
+        metadata: meta(cluster, client_service_name(&name), None),
+        spec: Some(ServiceSpec {
+            selector: Some(selector_labels(&name)),
+            ports: Some(vec![port("client", CLIENT_PORT)]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// The PVC of an ordinal, annotated with the identity its data will carry.
+pub fn pvc(
+    cluster: &EtcdCluster,
+    ordinal: u32,
+    identity: &MemberIdentity,
+) -> PersistentVolumeClaim {
+    let name = cluster.name_any();
+    let mut metadata = meta(cluster, pvc_name(&name, ordinal), Some(ordinal));
+    // The PVC outlives the EtcdCluster only by choice; no ownerReference so
+    // that deleting the EtcdCluster never deletes data by garbage collection.
+    metadata.owner_references = None;
+    metadata.annotations = Some(identity_annotations(identity));
+    PersistentVolumeClaim {
+        metadata,
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".to_string()]),
+            storage_class_name: cluster.spec.storage.storage_class_name.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_string(),
+                    cluster.spec.storage.size.clone(),
+                )])),
+                ..VolumeResourceRequirements::default()
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        ..PersistentVolumeClaim::default()
+    }
+}
+
+/// The identity annotations of a PVC.
+pub fn identity_annotations(identity: &MemberIdentity) -> BTreeMap<String, String> {
+    let mut annotations = BTreeMap::from([(
+        CLUSTER_TOKEN_ANNOTATION.to_string(),
+        identity.cluster_token.clone(),
+    )]);
+    if let Some(id) = identity.cluster_id {
+        annotations.insert(CLUSTER_ID_ANNOTATION.to_string(), format_id(id));
+    }
+    if let Some(id) = identity.member_id {
+        annotations.insert(MEMBER_ID_ANNOTATION.to_string(), format_id(id));
+    }
+    annotations
+}
+
+/// The etcd command line of a member.
+pub fn etcd_args(
+    cluster: &EtcdCluster,
+    addressing: &MemberAddressing,
+    ordinal: u32,
+    bootstrap: &Bootstrap,
+) -> Vec<String> {
+    let tuning = &cluster.spec.etcd;
+    let scheme = addressing.scheme();
+    vec![
+        format!("--name={}", member_name(&addressing.cluster, ordinal)),
+        format!("--data-dir={DATA_DIR}"),
+        format!("--listen-peer-urls={scheme}://0.0.0.0:{PEER_PORT}"),
+        format!("--listen-client-urls={scheme}://0.0.0.0:{CLIENT_PORT}"),
+        format!("--listen-metrics-urls=http://0.0.0.0:{METRICS_PORT}"),
+        format!(
+            "--initial-advertise-peer-urls={}",
+            addressing.peer_url(ordinal)
+        ),
+        format!("--advertise-client-urls={}", addressing.client_url(ordinal)),
+        format!(
+            "--initial-cluster={}",
+            addressing.initial_cluster(bootstrap.initial_members())
+        ),
+        format!(
+            "--initial-cluster-state={}",
+            if bootstrap.is_new() {
+                "new"
+            } else {
+                "existing"
+            }
+        ),
+        format!("--initial-cluster-token={}", bootstrap.token()),
+        format!("--quota-backend-bytes={}", tuning.quota_backend_bytes),
+        format!(
+            "--auto-compaction-mode={}",
+            tuning.auto_compaction_mode.flag_value()
+        ),
+        format!(
+            "--auto-compaction-retention={}",
+            tuning.auto_compaction_retention
+        ),
+        format!("--snapshot-count={}", tuning.snapshot_count),
+        format!("--heartbeat-interval={}", tuning.heartbeat_interval_ms),
+        format!("--election-timeout={}", tuning.election_timeout_ms),
+        "--strict-reconfig-check=true".to_string(),
+    ]
+}
+
+fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_string()),
+            port: IntOrString::Int(METRICS_PORT),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(period),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(failures),
+        ..Probe::default()
+    }
+}
+
+fn env(name: &str, value: String) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: Some(value),
+        ..EnvVar::default()
+    }
+}
+
+/// The member Pod of an ordinal: `<cluster>-<ordinal>` on its PVC, with the
+/// `member-guard` init container checking the data dir's identity first.
+///
+/// Liveness is etcd's `/livez` (never needs quorum, rule 9); readiness is
+/// `/readyz` (the member's own health).
+pub fn member_pod(
+    cluster: &EtcdCluster,
+    addressing: &MemberAddressing,
+    operator_image: &str,
+    ordinal: u32,
+    bootstrap: &Bootstrap,
+    identity: &MemberIdentity,
+) -> Pod {
+    let name = cluster.name_any();
+    let template = &cluster.spec.pod;
+    let mut metadata = meta(cluster, member_name(&name, ordinal), Some(ordinal));
+    let mut pod_labels = template.labels.clone();
+    pod_labels.extend(labels(&name, Some(ordinal)));
+    metadata.labels = Some(pod_labels);
+    if !template.annotations.is_empty() {
+        metadata.annotations = Some(template.annotations.clone());
+    }
+    let data_mount = VolumeMount {
+        name: "data".to_string(),
+        mount_path: DATA_MOUNT.to_string(),
+        ..VolumeMount::default()
+    };
+    let container_security = SecurityContext {
+        allow_privilege_escalation: Some(false),
+        run_as_non_root: Some(true),
+        read_only_root_filesystem: Some(true),
+        ..SecurityContext::default()
+    };
+    let guard = Container {
+        name: "member-guard".to_string(),
+        image: Some(operator_image.to_string()),
+        command: Some(vec!["/usr/local/bin/etcd-operator".to_string()]),
+        args: Some(vec![
+            "member-guard".to_string(),
+            format!("--data-dir={DATA_DIR}"),
+        ]),
+        env: Some(vec![
+            env(guard_env::MEMBER_NAME, member_name(&name, ordinal)),
+            env(guard_env::CLUSTER_TOKEN, identity.cluster_token.clone()),
+            env(
+                guard_env::CLUSTER_ID,
+                identity.cluster_id.map(format_id).unwrap_or_default(),
+            ),
+            env(
+                guard_env::MEMBER_ID,
+                identity.member_id.map(format_id).unwrap_or_default(),
+            ),
+            env(
+                guard_env::BOOTSTRAP,
+                if bootstrap.is_new() {
+                    "new"
+                } else {
+                    "existing"
+                }
+                .to_string(),
+            ),
+        ]),
+        volume_mounts: Some(vec![data_mount.clone()]),
+        security_context: Some(container_security.clone()),
+        ..Container::default()
+    };
+    let etcd = Container {
+        name: "etcd".to_string(),
+        image: Some(version::image(&cluster.spec.version)),
+        command: Some(vec!["/usr/local/bin/etcd".to_string()]),
+        args: Some(etcd_args(cluster, addressing, ordinal, bootstrap)),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some("client".to_string()),
+                container_port: CLIENT_PORT,
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                name: Some("peer".to_string()),
+                container_port: PEER_PORT,
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                name: Some("metrics".to_string()),
+                container_port: METRICS_PORT,
+                ..ContainerPort::default()
+            },
+        ]),
+        liveness_probe: Some(http_probe("/livez", 10, 6)),
+        readiness_probe: Some(http_probe("/readyz", 5, 3)),
+        resources: template.resources.clone(),
+        volume_mounts: Some(vec![data_mount]),
+        security_context: Some(container_security),
+        ..Container::default()
+    };
+    let security_context = template
+        .security_context
+        .clone()
+        .unwrap_or(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(ETCD_USER),
+            run_as_group: Some(ETCD_USER),
+            fs_group: Some(ETCD_USER),
+            ..PodSecurityContext::default()
+        });
+    Pod {
+        metadata,
+        spec: Some(PodSpec {
+            hostname: Some(member_name(&name, ordinal)),
+            subdomain: Some(peer_service_name(&name)),
+            restart_policy: Some("Always".to_string()),
+            init_containers: Some(vec![guard]),
+            containers: vec![etcd],
+            volumes: Some(vec![Volume {
+                name: "data".to_string(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: pvc_name(&name, ordinal),
+                    read_only: Some(false),
+                }),
+                ..Volume::default()
+            }]),
+            security_context: Some(security_context),
+            node_selector: (!template.node_selector.is_empty())
+                .then(|| template.node_selector.clone()),
+            affinity: template.affinity.clone(),
+            tolerations: (!template.tolerations.is_empty()).then(|| template.tolerations.clone()),
+            topology_spread_constraints: (!template.topology_spread_constraints.is_empty())
+                .then(|| template.topology_spread_constraints.clone()),
+            priority_class_name: template.priority_class_name.clone(),
+            termination_grace_period_seconds: Some(30),
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+/// The PodDisruptionBudget: voluntary evictions never take the members below
+/// a quorum of `spec.replicas` (rule 5).
+pub fn pdb(cluster: &EtcdCluster) -> PodDisruptionBudget {
+    let name = cluster.name_any();
+    let min_available = quorum(usize::try_from(cluster.spec.replicas).unwrap_or(1));
+    PodDisruptionBudget {
+        metadata: meta(cluster, pdb_name(&name), None),
+        spec: Some(PodDisruptionBudgetSpec {
+            min_available: Some(IntOrString::Int(
+                i32::try_from(min_available).unwrap_or(i32::MAX),
+            )),
+            selector: Some(LabelSelector {
+                match_labels: Some(selector_labels(&name)),
+                ..LabelSelector::default()
+            }),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        ..PodDisruptionBudget::default()
+    }
+}
