@@ -290,7 +290,12 @@ fn record_identity(cx: &Context<'_>) -> Option<Step> {
         return None;
     }
     let cluster_id = cx.o.etcd.cluster_id?;
-    for member in cx.membership.members.iter().filter(|m| m.started) {
+    for member in cx
+        .membership
+        .members
+        .iter()
+        .filter(|m| m.started && m.healthy)
+    {
         let Some(ordinal) = member.ordinal else {
             continue;
         };
