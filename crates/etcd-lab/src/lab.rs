@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::{Api, ListParams};
 use tracing::info;
 
@@ -159,6 +159,8 @@ impl Lab {
             was_already_up: false,
         };
         lab.wait_nodes_ready(options.ready_timeout).await?;
+        lab.wait_default_service_account(options.ready_timeout)
+            .await?;
         info!(elapsed = ?started.elapsed(), "the lab is up");
         Ok(lab)
     }
@@ -281,6 +283,32 @@ impl Lab {
                 Some((name, ready))
             })
             .collect())
+    }
+
+    /// Waits until the controller-manager has created the `default`
+    /// ServiceAccount of namespace `default`: pods are refused until then.
+    pub async fn wait_default_service_account(&self, timeout: Duration) -> Result<()> {
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.kube_client().await?, "default");
+        let started = Instant::now();
+        loop {
+            match accounts.get_opt("default").await {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) | Err(_) if started.elapsed() < timeout => {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Ok(None) => {
+                    let log = self.paths.log(Component::ControllerManager.name());
+                    return Err(LabError::NotReady {
+                        component: "ServiceAccount default/default".into(),
+                        seconds: timeout.as_secs(),
+                        reason: "kube-controller-manager has not created it".into(),
+                        tail: process::log_tail(&log, 30),
+                        log,
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Waits until every node of the lab is Ready.

@@ -209,7 +209,7 @@ async fn check_statefulset(lab: &Lab) {
             },
             "volumeClaimTemplates": [{
                 "metadata": {"name": "data"},
-                "spec": {"accessModes": ["ReadWriteOnce"],
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "lab-local",
                          "resources": {"requests": {"storage": "16Mi"}}}
             }]
         }
