@@ -61,10 +61,18 @@ struct RunArgs {
     /// Identity in the Lease (default: the pod name, else the host name).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+    /// The operator's own image: member Pods run its `member-guard` as
+    /// their init container.
+    #[arg(long, env = "OPERATOR_IMAGE", default_value = reconcile::DEFAULT_OPERATOR_IMAGE)]
+    operator_image: String,
+    /// DNS domain of the Kubernetes cluster, for the members' peer URLs.
+    #[arg(
+        long,
+        env = "ETCD_OPERATOR_CLUSTER_DOMAIN",
+        default_value = "cluster.local"
+    )]
+    cluster_domain: String,
 }
-
-/// Exit code of a member guard that refused the data it found.
-const EXIT_REFUSED: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -78,7 +86,7 @@ fn main() -> ExitCode {
                 // One line: it becomes the pod's termination message.
                 eprintln!("{error}");
                 if error.is_refusal() {
-                    ExitCode::from(EXIT_REFUSED)
+                    ExitCode::from(member_guard::REFUSAL_EXIT_CODE)
                 } else {
                     ExitCode::FAILURE
                 }
@@ -143,6 +151,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let config = ControllerConfig {
         namespace: args.namespace.clone(),
+        operator_image: args.operator_image.clone(),
+        cluster_domain: args.cluster_domain.clone(),
         ..ControllerConfig::default()
     };
 

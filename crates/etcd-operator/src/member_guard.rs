@@ -17,7 +17,7 @@
 //! | empty     | matches, had data  | any                 | refuse: data lost          |
 //! | empty     | matches            | data expected       | refuse: data lost          |
 //!
-//! A refusal exits non-zero with one line on stderr; the operator reads it
+//! A refusal exits with [`REFUSAL_EXIT_CODE`] and one line on stderr; the operator reads it
 //! from the pod's container status (`lastState.terminated.message` when
 //! `terminationMessagePolicy: FallbackToLogsOnError`) and replaces the
 //! member instead of starting etcd on the wrong data.
@@ -29,6 +29,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::etcd::{format_id, parse_id};
+
+/// Exit code of a guard that refused the data it found. Not 2: argument
+/// errors exit with 2 (clap), and a misconfigured guard must never be read
+/// as "this data is not the member's", which leads to replacing the member.
+pub const REFUSAL_EXIT_CODE: u8 = 3;
+
+/// Prefix of every refusal line (the container's termination message).
+pub const REFUSAL_PREFIX: &str = "member-guard refused:";
 
 /// The marker's file name, in the parent of the data directory.
 pub const MARKER_FILE_NAME: &str = "member-identity.json";

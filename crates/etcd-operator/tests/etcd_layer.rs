@@ -307,8 +307,11 @@ async fn member_list_status_and_health_of_a_healthy_cluster() -> TestResult {
             .iter()
             .find(|p| p.name == member.name)
             .ok_or("unknown member")?;
-        assert_eq!(member.peer_urls, [process.peer_url.clone()]);
-        assert_eq!(member.client_urls, [process.client_url.clone()]);
+        assert_eq!(member.peer_urls, std::slice::from_ref(&process.peer_url));
+        assert_eq!(
+            member.client_urls,
+            std::slice::from_ref(&process.client_url)
+        );
         assert!(!member.is_learner);
         assert!(member.has_started());
     }

@@ -23,22 +23,6 @@ pub const CLUSTER_ID_ANNOTATION: &str = "durable-etcd.io/cluster-id";
 /// PVC annotation: the etcd member ID (hex) the data belongs to.
 pub const MEMBER_ID_ANNOTATION: &str = "durable-etcd.io/member-id";
 
-/// Environment variables through which a member Pod tells the
-/// `member-guard` init container which identity its data dir must carry.
-pub mod guard_env {
-    /// The member name (the Pod name).
-    pub const MEMBER_NAME: &str = "ETCD_GUARD_MEMBER_NAME";
-    /// The incarnation token of the cluster.
-    pub const CLUSTER_TOKEN: &str = "ETCD_GUARD_CLUSTER_TOKEN";
-    /// The etcd cluster ID (hex), empty while not yet known.
-    pub const CLUSTER_ID: &str = "ETCD_GUARD_CLUSTER_ID";
-    /// The etcd member ID (hex), empty while not yet known.
-    pub const MEMBER_ID: &str = "ETCD_GUARD_MEMBER_ID";
-    /// `new` or `existing`: whether the member may initialise an empty data dir
-    /// as part of the first bootstrap or joins an existing cluster.
-    pub const BOOTSTRAP: &str = "ETCD_GUARD_BOOTSTRAP";
-}
-
 /// The identity a member's data carries: written to the PVC annotations and
 /// to the marker file next to the data dir.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

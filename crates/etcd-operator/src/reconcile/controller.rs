@@ -27,24 +27,32 @@ use crate::telemetry::{Health, Metrics};
 pub struct ControllerConfig {
     /// Watch one namespace only; all namespaces when `None`.
     pub namespace: Option<String>,
-    /// Requeue after a pass that found nothing to do.
+    /// Longest time between two passes of a cluster (after a step, or
+    /// while waiting on progress, the planner asks for sooner).
     pub idle_requeue: Duration,
-    /// Requeue after a pass that took a step or is waiting on progress.
-    pub progress_requeue: Duration,
     /// Timeouts of etcd requests.
     pub etcd: ConnectSettings,
     /// Clusters reconciled at the same time.
     pub concurrency: u16,
+    /// Image of the `member-guard` init container of every member Pod: the
+    /// operator's own image.
+    pub operator_image: String,
+    /// DNS domain of the Kubernetes cluster (member peer URLs).
+    pub cluster_domain: String,
 }
+
+/// The operator image when none is configured.
+pub const DEFAULT_OPERATOR_IMAGE: &str = "ghcr.io/durable-etcd/etcd-operator:dev";
 
 impl Default for ControllerConfig {
     fn default() -> Self {
         Self {
             namespace: None,
             idle_requeue: Duration::from_secs(30),
-            progress_requeue: Duration::from_secs(5),
             etcd: ConnectSettings::default(),
             concurrency: 4,
+            operator_image: DEFAULT_OPERATOR_IMAGE.to_owned(),
+            cluster_domain: crate::resources::names::DEFAULT_CLUSTER_DOMAIN.to_owned(),
         }
     }
 }

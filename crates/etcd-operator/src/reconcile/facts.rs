@@ -2,8 +2,15 @@
 //! node readiness and out-of-service taint, where a volume lives, what the
 //! member guard said. Kept apart from I/O so each is tested on plain objects.
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use crate::api::identity::{
+    CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION, MemberIdentity, parse_id,
+};
+use crate::member_guard::REFUSAL_EXIT_CODE;
+use crate::planner::{GuardRefusal, NodeState, PodPhase, PodState, PvcPhase, PvcState, VolumeKind};
 
 /// The taint by which a person confirms a node is shut down.
 pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
@@ -51,16 +58,130 @@ pub fn pinned_node(volume: &PersistentVolume) -> Option<String> {
 }
 
 /// The one-line refusal of the member guard, if its last run exited with
-/// the refusal code and a message.
+/// the refusal code (empty when the runtime gave no termination message).
+/// A guard that has since passed (its current run exited 0) refuses nothing.
 pub fn guard_refusal(pod: &Pod, refusal_exit_code: i32) -> Option<String> {
     let statuses = pod.status.as_ref()?.init_container_statuses.as_ref()?;
     let guard = statuses.iter().find(|s| s.name == MEMBER_GUARD_CONTAINER)?;
+    let current = guard.state.as_ref().and_then(|s| s.terminated.as_ref());
+    if current.is_some_and(|t| t.exit_code == 0) {
+        return None;
+    }
     [guard.state.as_ref(), guard.last_state.as_ref()]
         .into_iter()
         .flatten()
         .filter_map(|s| s.terminated.as_ref())
         .find(|t| t.exit_code == refusal_exit_code)
         .map(|t| t.message.clone().unwrap_or_default().trim().to_owned())
+}
+
+/// What a refusal line of the member guard says about the data.
+pub fn classify_refusal(message: &str) -> GuardRefusal {
+    if message.contains("data is lost") {
+        GuardRefusal::DataMissing
+    } else if message.contains("without an identity marker") {
+        GuardRefusal::MissingMarker
+    } else if message.is_empty() {
+        GuardRefusal::ForeignMarker(format!(
+            "exit code {REFUSAL_EXIT_CODE} without a termination message"
+        ))
+    } else {
+        GuardRefusal::ForeignMarker(message.to_owned())
+    }
+}
+
+/// The planner's view of a Node.
+pub fn node_state(node: &Node) -> NodeState {
+    let (ready, not_ready_since) = node_readiness(node);
+    NodeState {
+        ready,
+        not_ready_since,
+        out_of_service: out_of_service(node),
+    }
+}
+
+/// Where a PersistentVolume keeps its data: a `local` volume or one pinned
+/// to a node by its node affinity lives on that node; anything else (the
+/// lab's CSI driver `network.etcd-lab.dev`, cloud disks) can be attached
+/// elsewhere. `None` (not bound, or the PV is missing) is unknown.
+pub fn volume_kind(volume: Option<&PersistentVolume>) -> VolumeKind {
+    let Some(volume) = volume else {
+        return VolumeKind::Unknown;
+    };
+    match pinned_node(volume) {
+        Some(node) => VolumeKind::Local { node },
+        None if volume.spec.as_ref().is_some_and(|s| s.local.is_some()) => VolumeKind::Unknown,
+        None => VolumeKind::Network,
+    }
+}
+
+/// The identity recorded in a PVC's annotations.
+pub fn pvc_identity(pvc: &PersistentVolumeClaim) -> MemberIdentity {
+    let annotations = pvc.annotations();
+    MemberIdentity {
+        cluster_token: annotations
+            .get(CLUSTER_TOKEN_ANNOTATION)
+            .cloned()
+            .unwrap_or_default(),
+        cluster_id: annotations
+            .get(CLUSTER_ID_ANNOTATION)
+            .and_then(|v| parse_id(v)),
+        member_id: annotations
+            .get(MEMBER_ID_ANNOTATION)
+            .and_then(|v| parse_id(v)),
+    }
+}
+
+/// The planner's view of a member's PVC and its volume.
+pub fn pvc_state(pvc: &PersistentVolumeClaim, volume: Option<&PersistentVolume>) -> PvcState {
+    let phase = match pvc.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Bound") => PvcPhase::Bound,
+        Some("Lost") => PvcPhase::Lost,
+        _ => PvcPhase::Pending,
+    };
+    PvcState {
+        phase,
+        deleting: pvc.metadata.deletion_timestamp.is_some(),
+        identity: pvc_identity(pvc),
+        volume: volume_kind(volume),
+    }
+}
+
+/// The planner's view of a member's Pod.
+pub fn pod_state(pod: &Pod) -> PodState {
+    let status = pod.status.as_ref();
+    let phase = match status.and_then(|s| s.phase.as_deref()) {
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded" | "Failed") => PodPhase::Finished,
+        Some("Pending") | None => PodPhase::Pending,
+        Some(_) => PodPhase::Unknown,
+    };
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let spec = pod.spec.as_ref();
+    PodState {
+        phase,
+        ready,
+        deleting: pod.metadata.deletion_timestamp.is_some(),
+        node: spec.and_then(|s| s.node_name.clone()),
+        guard_refusal: guard_refusal(pod, i32::from(REFUSAL_EXIT_CODE))
+            .map(|message| classify_refusal(&message)),
+        version: spec
+            .and_then(|s| s.containers.iter().find(|c| c.name == "etcd"))
+            .and_then(|c| c.image.as_deref())
+            .and_then(image_version),
+    }
+}
+
+/// The etcd version of an image reference like `registry.k8s.io/etcd:3.6.16-0`
+/// or `quay.io/coreos/etcd:v3.6.16`.
+pub fn image_version(image: &str) -> Option<String> {
+    let (_, tag) = image.rsplit_once(':')?;
+    let tag = tag.strip_prefix('v').unwrap_or(tag);
+    let version = tag.split_once('-').map_or(tag, |(v, _)| v);
+    (version.split('.').count() == 3 && version.split('.').all(|p| p.parse::<u32>().is_ok()))
+        .then(|| version.to_owned())
 }
 
 #[cfg(test)]
@@ -158,5 +279,82 @@ mod tests {
         );
         assert_eq!(guard_refusal(&pod, 1), None);
         assert_eq!(guard_refusal(&Pod::default(), 2), None);
+    }
+
+    #[test]
+    fn a_guard_that_passed_since_refuses_nothing() {
+        let terminated = |code| ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let pod = Pod {
+            status: Some(PodStatus {
+                init_container_statuses: Some(vec![ContainerStatus {
+                    name: MEMBER_GUARD_CONTAINER.into(),
+                    state: Some(terminated(0)),
+                    last_state: Some(terminated(3)),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(guard_refusal(&pod, 3), None);
+    }
+
+    #[test]
+    fn refusals_are_classified_by_what_they_say() {
+        let lost = crate::member_guard::Refusal::DataLost {
+            member_name: "demo-0".into(),
+        };
+        assert_eq!(
+            classify_refusal(&lost.to_string()),
+            GuardRefusal::DataMissing
+        );
+        let unmarked = crate::member_guard::Refusal::DataWithoutMarker {
+            member_name: "demo-0".into(),
+        };
+        assert_eq!(
+            classify_refusal(&unmarked.to_string()),
+            GuardRefusal::MissingMarker
+        );
+        assert!(matches!(
+            classify_refusal(""),
+            GuardRefusal::ForeignMarker(_)
+        ));
+    }
+
+    #[test]
+    fn network_volumes_move_and_local_ones_stay() {
+        use k8s_openapi::api::core::v1::CSIPersistentVolumeSource;
+        let csi = PersistentVolume {
+            spec: Some(PersistentVolumeSpec {
+                csi: Some(CSIPersistentVolumeSource {
+                    driver: "network.etcd-lab.dev".into(),
+                    volume_handle: "v".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(volume_kind(Some(&csi)), VolumeKind::Network);
+        assert_eq!(volume_kind(None), VolumeKind::Unknown);
+    }
+
+    #[test]
+    fn reads_versions_from_etcd_images() {
+        assert_eq!(
+            image_version("registry.k8s.io/etcd:3.6.16-0").as_deref(),
+            Some("3.6.16")
+        );
+        assert_eq!(
+            image_version("quay.io/coreos/etcd:v3.7.3").as_deref(),
+            Some("3.7.3")
+        );
+        assert_eq!(image_version("etcd:latest"), None);
     }
 }

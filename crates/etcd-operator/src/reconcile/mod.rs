@@ -20,13 +20,13 @@ mod plan;
 mod status;
 
 pub use act::{Child, Done, Step};
-pub use controller::{Context, ControllerConfig, ControllerError, run};
+pub use controller::{Context, ControllerConfig, ControllerError, DEFAULT_OPERATOR_IMAGE, run};
 pub use endpoints::{client_url, pod_endpoints};
 pub use error::{ActError, Category, ObserveError, ReconcileError, StatusError};
 pub use leadership::{LEASE_NAME, Leadership, LeadershipError};
 pub use node_index::{ClusterKey, NodeIndex};
 pub use observe::{CLIENT_PORT, Snapshot, cluster_selector};
-pub use plan::{PassPlan, PlanEvent};
+pub use plan::{PassPlan, PlanEvent, observed};
 
 /// Field manager of every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "etcd-operator";

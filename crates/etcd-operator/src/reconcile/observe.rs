@@ -9,7 +9,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
@@ -18,6 +19,8 @@ use super::error::ObserveError;
 use crate::api::EtcdCluster;
 use crate::api::identity::CLUSTER_LABEL;
 use crate::etcd::{ConnectSettings, ObservedEtcd};
+use crate::planner::Children;
+use crate::resources::names::{client_service_name, pdb_name, peer_service_name};
 
 /// Client port of every member.
 pub const CLIENT_PORT: u16 = 2379;
@@ -32,6 +35,8 @@ pub struct Snapshot {
     /// The PersistentVolumes bound to those PVCs; `None` when the PV named
     /// by a PVC does not exist.
     pub volumes: BTreeMap<String, Option<PersistentVolume>>,
+    /// Which cluster-wide children (Services, PodDisruptionBudget) exist.
+    pub children: Children,
     /// Every Node of the Kubernetes cluster by name. A node absent from
     /// this map has been deleted (the list succeeded, so absence is real).
     pub nodes: BTreeMap<String, Node>,
@@ -116,6 +121,19 @@ pub async fn observe(
     )
     .await?;
 
+    let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
+    let (peer_service, client_service, pdb) = futures::try_join!(
+        exists(&services, peer_service_name(&name), "service"),
+        exists(&services, client_service_name(&name), "service"),
+        exists(&pdbs, pdb_name(&name), "poddisruptionbudget"),
+    )?;
+    let children = Children {
+        peer_service,
+        client_service,
+        pdb,
+    };
+
     let endpoints = pod_endpoints(&pods, "http", CLIENT_PORT);
     let etcd = if endpoints.is_empty() {
         ObservedEtcd::nothing_observed()
@@ -126,10 +144,22 @@ pub async fn observe(
         pods,
         pvcs,
         volumes,
+        children,
         nodes,
         etcd,
         endpoints,
     })
+}
+
+/// Whether the named object exists.
+async fn exists<K>(api: &Api<K>, name: String, kind: &'static str) -> Result<bool, ObserveError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get_metadata_opt(&name).await {
+        Ok(object) => Ok(object.is_some()),
+        Err(source) => Err(ObserveError::Get { kind, name, source }),
+    }
 }
 
 /// Gets each named object; a missing one is `None` (data, e.g. a deleted

@@ -15,7 +15,7 @@ use super::node_index::ClusterKey;
 use super::observe;
 use super::plan::{self, PassPlan, PlanEvent};
 use super::status;
-use crate::api::{EtcdCluster, EtcdClusterStatus, LastOperation, OperationState};
+use crate::api::{EtcdCluster, LastOperation, OperationState};
 use crate::telemetry::ClusterGauges;
 
 /// Runs one pass for `cluster`.
@@ -39,7 +39,11 @@ pub async fn pass(ctx: &Context, cluster: &EtcdCluster) -> Result<Action, Reconc
     let snapshot = observe::observe(&ctx.client, cluster, ctx.config.etcd).await?;
     ctx.nodes.set_nodes(key, snapshot.pod_node_names());
 
-    let plan = plan::plan(cluster, &snapshot);
+    let settings = plan::BuildSettings {
+        operator_image: ctx.config.operator_image.clone(),
+        cluster_domain: ctx.config.cluster_domain.clone(),
+    };
+    let plan = plan::plan(cluster, &snapshot, &settings, Timestamp::now());
     let reference = cluster.object_ref(&());
     for event in &plan.events {
         publish(ctx, &reference, to_kube_event(event)).await;
@@ -56,6 +60,12 @@ pub async fn pass(ctx: &Context, cluster: &EtcdCluster) -> Result<Action, Reconc
             )
             .await;
             let action = act::action_name(step);
+            let result = result.map(|mut done| {
+                if let Some(description) = &plan.description {
+                    done.note = format!("{description}: {}", done.note);
+                }
+                done
+            });
             match &result {
                 Ok(done) => {
                     ctx.metrics.action_taken(action);
@@ -94,12 +104,10 @@ pub async fn pass(ctx: &Context, cluster: &EtcdCluster) -> Result<Action, Reconc
     Ok(requeue(ctx, &plan))
 }
 
+/// After a step, observe again soon; otherwise when the planner says, but
+/// never later than the idle period.
 fn requeue(ctx: &Context, plan: &PassPlan) -> Action {
-    if plan.step.is_some() || plan.progressing {
-        Action::requeue(ctx.config.progress_requeue)
-    } else {
-        Action::requeue(ctx.config.idle_requeue)
-    }
+    Action::requeue(plan.requeue_after.min(ctx.config.idle_requeue))
 }
 
 fn gauges(cluster: &EtcdCluster, etcd: &crate::etcd::ObservedEtcd) -> ClusterGauges {
@@ -187,21 +195,6 @@ async fn publish(ctx: &Context, reference: &ObjectReference, event: Event) {
     }
 }
 
-/// Keeps fields of the current status that are state, not observation.
-pub fn carry_state(current: Option<&EtcdClusterStatus>, desired: &mut EtcdClusterStatus) {
-    if let Some(current) = current {
-        if desired.cluster_token.is_none() {
-            desired.cluster_token = current.cluster_token.clone();
-        }
-        if desired.bootstrap_replicas.is_none() {
-            desired.bootstrap_replicas = current.bootstrap_replicas;
-        }
-        if desired.last_operation.is_none() {
-            desired.last_operation = current.last_operation.clone();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,18 +230,5 @@ mod tests {
         let cut = truncate(&note);
         assert!(cut.len() <= 1004);
         assert!(cut.ends_with('…'));
-    }
-
-    #[test]
-    fn state_in_status_survives_a_pass() {
-        let current = EtcdClusterStatus {
-            cluster_token: Some("main-abc".into()),
-            bootstrap_replicas: Some(3),
-            ..Default::default()
-        };
-        let mut desired = EtcdClusterStatus::default();
-        carry_state(Some(&current), &mut desired);
-        assert_eq!(desired.cluster_token.as_deref(), Some("main-abc"));
-        assert_eq!(desired.bootstrap_replicas, Some(3));
     }
 }

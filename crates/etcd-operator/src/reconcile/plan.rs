@@ -1,32 +1,49 @@
-//! The seam between the reconciler and the pure planner: turns a
-//! [`Snapshot`] into at most one [`Step`], the status to write and the
-//! Events to publish.
+//! The seam between the reconciler and the pure planner: a [`Snapshot`]
+//! becomes the planner's [`Observed`]; the planner's one [`Action`] becomes
+//! the concrete [`Step`] that `act` executes, built with the `resources`
+//! builders; its status and Events are handed on.
 //!
-//! Until the planner module (`crate::planner`) is wired in here, this seam
-//! only *reports*: it computes the observed members, quorum and readiness
-//! for status and never plans a step, so the operator cannot do harm.
+//! Everything here is pure, so the translation is tested on plain objects.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::act::Step;
+use super::act::{Child, Step};
+use super::facts;
 use super::observe::Snapshot;
-use super::pipeline::carry_state;
-use crate::api::{ConditionType, EtcdCluster, EtcdClusterStatus, MemberRole, MemberStatus, Phase};
-use crate::etcd::format_id;
+use crate::api::{
+    ConditionType, EtcdCluster, EtcdClusterStatus, LastOperation, OperationState, Phase,
+};
+use crate::planner::{self, Action, EventType, Observed, OrdinalObjects};
+use crate::resources::names::{member_name, ordinal_of_member, pvc_name};
+use crate::resources::{self, MemberAddressing};
+
+/// What the seam needs beyond the observation to build objects.
+#[derive(Debug, Clone)]
+pub struct BuildSettings {
+    /// Image of the `member-guard` init container (the operator's own).
+    pub operator_image: String,
+    /// DNS domain of the Kubernetes cluster.
+    pub cluster_domain: String,
+}
 
 /// What one pass will do.
 #[derive(Debug, Clone)]
 pub struct PassPlan {
     /// The one step to take, if any.
     pub step: Option<Step>,
+    /// The planner's sentence for that step, for its Event and the log.
+    pub description: Option<String>,
     /// The status to write (timestamps are settled by `status::finalize`).
     pub status: EtcdClusterStatus,
-    /// Events reporting waits and refusals.
+    /// Events reporting waits, condition changes and refusals.
     pub events: Vec<PlanEvent>,
-    /// The cluster is converging: requeue soon even without a step.
-    pub progressing: bool,
+    /// When to observe again at the latest.
+    pub requeue_after: Duration,
 }
 
 /// An Event the planner asks for.
@@ -42,83 +59,225 @@ pub struct PlanEvent {
     pub action: String,
 }
 
-/// Plans one pass.
-pub fn plan(cluster: &EtcdCluster, snapshot: &Snapshot) -> PassPlan {
-    let mut status = report(cluster, snapshot);
-    carry_state(cluster.status.as_ref(), &mut status);
+/// Plans one pass at time `now`.
+pub fn plan(
+    cluster: &EtcdCluster,
+    snapshot: &Snapshot,
+    settings: &BuildSettings,
+    now: Timestamp,
+) -> PassPlan {
+    let observed = observed(cluster, snapshot, now);
+    let planned = planner::plan(&observed);
+    let action_kind = planned.action.as_ref().map(Action::kind);
+    let mut events: Vec<PlanEvent> = planned
+        .events
+        .iter()
+        // The action's own Event is published by the pipeline with its outcome.
+        .filter(|e| Some(e.reason.as_str()) != action_kind)
+        .map(|e| PlanEvent {
+            warning: e.type_ == EventType::Warning,
+            reason: e.reason.clone(),
+            note: e.message.clone(),
+            action: "Observe".to_owned(),
+        })
+        .collect();
+    let mut status = planned.status;
+    let description = planned.action.as_ref().map(|a| a.describe(&observed.name));
+    let step = planned.action.as_ref().and_then(|action| {
+        let step = to_step(action, cluster, snapshot, settings);
+        if step.is_none() {
+            refuse_restore(action, &observed, &mut status, &mut events);
+        }
+        step
+    });
+    let requeue_after = if step.is_some() {
+        // Re-observe before the next step.
+        Duration::from_secs(1)
+    } else {
+        planned.requeue_after
+    };
     PassPlan {
-        step: None,
+        step,
+        description,
         status,
-        events: Vec::new(),
-        progressing: false,
+        events,
+        requeue_after,
     }
 }
 
-/// Status from observation only: members as etcd lists them, joined with
-/// their pods by name, and the `Available` condition from the quorum read.
-pub fn report(cluster: &EtcdCluster, snapshot: &Snapshot) -> EtcdClusterStatus {
-    let etcd = &snapshot.etcd;
-    let members: Vec<MemberStatus> = etcd
-        .members
-        .iter()
-        .map(|member| {
-            let pod = snapshot
-                .pods
-                .iter()
-                .find(|p| !member.name.is_empty() && p.name_any() == member.name);
-            MemberStatus {
-                name: member.name.clone(),
-                id: Some(format_id(member.id)),
-                role: Some(if member.is_learner {
-                    MemberRole::Learner
-                } else {
-                    MemberRole::Voter
-                }),
-                leader: etcd.leader == Some(member.id),
-                healthy: member.health.is_healthy(),
-                pod: pod.map(|p| p.name_any()),
-                node: pod.and_then(|p| p.spec.as_ref()?.node_name.clone()),
-                revision: member.status.as_ref().map(|s| s.revision),
-                raft_index: member
-                    .status
-                    .as_ref()
-                    .and_then(|s| i64::try_from(s.raft_index).ok()),
-                ..Default::default()
-            }
-        })
-        .collect();
-    let ready = members.iter().filter(|m| m.healthy).count();
-    let available = etcd.quorum_reachable;
-    let (reason, message) = if available {
-        ("QuorumHealthy", "a majority of voters serves".to_owned())
-    } else {
-        (
-            "QuorumUnavailable",
-            etcd.quorum_error
-                .clone()
-                .unwrap_or_else(|| "no quorum".to_owned()),
-        )
-    };
-    EtcdClusterStatus {
-        cluster_id: etcd.cluster_id.map(format_id),
-        phase: Some(if available {
-            Phase::Running
-        } else if etcd.members.is_empty() {
-            Phase::Bootstrapping
-        } else {
-            Phase::QuorumLost
-        }),
-        ready_members: i32::try_from(ready).unwrap_or(i32::MAX),
-        newest_revision: etcd.max_revision,
-        conditions: vec![Condition {
-            type_: ConditionType::Available.as_str().to_owned(),
-            status: if available { "True" } else { "False" }.to_owned(),
-            reason: reason.to_owned(),
-            message,
-            last_transition_time: Time(Timestamp::now()),
-            observed_generation: cluster.metadata.generation,
-        }],
-        members,
-        ..Default::default()
+/// Restoring from a survivor is not built yet: never act half-way. Status
+/// and a Warning Event say so; the data of the survivor stays untouched.
+fn refuse_restore(
+    action: &Action,
+    observed: &Observed,
+    status: &mut EtcdClusterStatus,
+    events: &mut Vec<PlanEvent>,
+) {
+    let note = format!(
+        "{} was allowed by spec.recovery, but restoring from a survivor is not implemented in this release: nothing was changed",
+        action.describe(&observed.name)
+    );
+    status.phase = Some(Phase::MajorityDataLost);
+    if let Some(condition) = status
+        .conditions
+        .iter_mut()
+        .find(|c| c.type_ == ConditionType::MajorityDataLost.as_str())
+    {
+        condition.reason = "RestoreNotImplemented".to_owned();
+        condition.message = format!("{}; {note}", condition.message);
+    }
+    status.last_operation = Some(LastOperation {
+        type_: action.kind().to_owned(),
+        description: note.clone(),
+        state: OperationState::Failed,
+        time: Time(observed.now),
+    });
+    events.push(PlanEvent {
+        warning: true,
+        reason: "RestoreNotImplemented".to_owned(),
+        note,
+        action: action.kind().to_owned(),
+    });
+}
+
+/// The planner's view of a snapshot.
+pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> Observed {
+    let name = cluster.name_any();
+    let mut ordinals: BTreeMap<u32, OrdinalObjects> = BTreeMap::new();
+    for pvc in &snapshot.pvcs {
+        let Some(ordinal) = pvc
+            .name_any()
+            .strip_prefix("data-")
+            .and_then(|member| ordinal_of_member(&name, member))
+        else {
+            continue;
+        };
+        let volume = pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_ref())
+            .and_then(|v| snapshot.volumes.get(v))
+            .and_then(Option::as_ref);
+        ordinals.entry(ordinal).or_default().pvc = Some(facts::pvc_state(pvc, volume));
+    }
+    for pod in &snapshot.pods {
+        if let Some(ordinal) = ordinal_of_member(&name, &pod.name_any()) {
+            ordinals.entry(ordinal).or_default().pod = Some(facts::pod_state(pod));
+        }
+    }
+    Observed {
+        name,
+        uid: cluster.uid().unwrap_or_default(),
+        generation: cluster.metadata.generation,
+        spec: cluster.spec.clone(),
+        status: cluster.status.clone().unwrap_or_default(),
+        now,
+        children: snapshot.children,
+        etcd: snapshot.etcd.clone(),
+        ordinals,
+        nodes: snapshot
+            .nodes
+            .iter()
+            .map(|(name, node)| (name.clone(), facts::node_state(node)))
+            .collect(),
     }
 }
+
+/// The concrete step of an action; `None` for an action this release
+/// cannot carry out (a restore).
+fn to_step(
+    action: &Action,
+    cluster: &EtcdCluster,
+    snapshot: &Snapshot,
+    settings: &BuildSettings,
+) -> Option<Step> {
+    let name = cluster.name_any();
+    let addressing = MemberAddressing {
+        cluster_domain: settings.cluster_domain.clone(),
+        ..MemberAddressing::new(name.clone(), cluster.namespace().unwrap_or_default())
+    };
+    let member = |ordinal: u32| member_name(&name, ordinal);
+    let member_of_id =
+        |id: u64, ordinal: Option<u32>| ordinal.map_or_else(|| crate::etcd::format_id(id), member);
+    Some(match action {
+        Action::CreatePeerService => {
+            Step::Apply(Child::Service(Box::new(resources::peer_service(cluster))))
+        }
+        Action::CreateClientService => {
+            Step::Apply(Child::Service(Box::new(resources::client_service(cluster))))
+        }
+        Action::CreatePodDisruptionBudget => {
+            Step::Apply(Child::Pdb(Box::new(resources::pdb(cluster))))
+        }
+        Action::CreatePvc { ordinal, identity } => Step::Apply(Child::Pvc(Box::new(
+            resources::pvc(cluster, *ordinal, identity),
+        ))),
+        Action::CreatePod {
+            ordinal,
+            bootstrap,
+            identity,
+        } => Step::Apply(Child::Pod(Box::new(resources::member_pod(
+            cluster,
+            &addressing,
+            &settings.operator_image,
+            *ordinal,
+            bootstrap,
+            identity,
+        )))),
+        Action::DeletePod { ordinal, force, .. } => {
+            let pod_name = member(*ordinal);
+            Step::DeletePod {
+                uid: snapshot
+                    .pods
+                    .iter()
+                    .find(|p| p.name_any() == pod_name)
+                    .and_then(|p| p.uid()),
+                name: pod_name,
+                force: *force,
+            }
+        }
+        Action::DeletePvc { ordinal, .. } => {
+            let claim = pvc_name(&name, *ordinal);
+            Step::DeletePvc {
+                uid: snapshot
+                    .pvcs
+                    .iter()
+                    .find(|p| p.name_any() == claim)
+                    .and_then(|p| p.uid()),
+                name: claim,
+            }
+        }
+        Action::AnnotatePvcIdentity { ordinal, identity } => Step::AnnotatePvc {
+            name: pvc_name(&name, *ordinal),
+            annotations: resources::identity_annotations(identity),
+        },
+        Action::AddLearner { ordinal } => Step::AddLearner {
+            name: member(*ordinal),
+            peer_urls: vec![addressing.peer_url(*ordinal)],
+        },
+        Action::PromoteLearner { id, ordinal } => Step::PromoteLearner {
+            name: member(*ordinal),
+            id: *id,
+        },
+        Action::RemoveMember { id, ordinal, .. } => Step::RemoveMember {
+            name: member_of_id(*id, *ordinal),
+            id: *id,
+        },
+        Action::TransferLeadership { to, .. } => Step::MoveLeader {
+            name: snapshot
+                .etcd
+                .members
+                .iter()
+                .find(|m| m.id == *to)
+                .map(|m| m.name.clone())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| crate::etcd::format_id(*to)),
+            id: *to,
+        },
+        // Not implemented: refused by the caller, never half-done.
+        Action::RestoreFromSurvivor { .. } => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests;

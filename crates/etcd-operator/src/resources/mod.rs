@@ -9,6 +9,6 @@ mod tests;
 
 pub use names::MemberAddressing;
 pub use objects::{
-    DATA_DIR, DATA_MOUNT, ETCD_USER, client_service, etcd_args, identity_annotations, member_pod,
-    pdb, peer_service, pvc, selector_labels,
+    DATA_DIR, DATA_MOUNT, ETCD_USER, client_service, etcd_args, guard_args, identity_annotations,
+    member_pod, pdb, peer_service, pvc, selector_labels,
 };

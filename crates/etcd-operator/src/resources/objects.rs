@@ -4,10 +4,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, HTTPGetAction, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
-    Probe, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
-    VolumeResourceRequirements,
+    Container, ContainerPort, HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Probe, SecurityContext,
+    Service, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -21,7 +20,7 @@ use super::names::{
 use crate::api::identity::{
     APP_NAME, CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, INSTANCE_LABEL,
     MANAGED_BY_LABEL, MANAGER, MEMBER_ID_ANNOTATION, MemberIdentity, NAME_LABEL, ORDINAL_LABEL,
-    format_id, guard_env,
+    format_id,
 };
 use crate::api::{EtcdCluster, version};
 use crate::planner::{Bootstrap, quorum};
@@ -210,12 +209,24 @@ fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
     }
 }
 
-fn env(name: &str, value: String) -> EnvVar {
-    EnvVar {
-        name: name.to_string(),
-        value: Some(value),
-        ..EnvVar::default()
+/// The command line of the `member-guard` init container: the identity the
+/// data dir must carry. Once the member ID is recorded on the PVC the member
+/// has run there, so an empty data dir means its data is lost.
+pub fn guard_args(member: &str, identity: &MemberIdentity) -> Vec<String> {
+    let mut args = vec![
+        "member-guard".to_string(),
+        format!("--data-dir={DATA_DIR}"),
+        format!("--member-name={member}"),
+        format!("--cluster-token={}", identity.cluster_token),
+    ];
+    if let Some(id) = identity.cluster_id {
+        args.push(format!("--cluster-id={}", format_id(id)));
     }
+    if let Some(id) = identity.member_id {
+        args.push(format!("--member-id={}", format_id(id)));
+        args.push("--expect-data".to_string());
+    }
+    args
 }
 
 /// The member Pod of an ordinal: `<cluster>-<ordinal>` on its PVC, with the
@@ -255,31 +266,10 @@ pub fn member_pod(
         name: "member-guard".to_string(),
         image: Some(operator_image.to_string()),
         command: Some(vec!["/usr/local/bin/etcd-operator".to_string()]),
-        args: Some(vec![
-            "member-guard".to_string(),
-            format!("--data-dir={DATA_DIR}"),
-        ]),
-        env: Some(vec![
-            env(guard_env::MEMBER_NAME, member_name(&name, ordinal)),
-            env(guard_env::CLUSTER_TOKEN, identity.cluster_token.clone()),
-            env(
-                guard_env::CLUSTER_ID,
-                identity.cluster_id.map(format_id).unwrap_or_default(),
-            ),
-            env(
-                guard_env::MEMBER_ID,
-                identity.member_id.map(format_id).unwrap_or_default(),
-            ),
-            env(
-                guard_env::BOOTSTRAP,
-                if bootstrap.is_new() {
-                    "new"
-                } else {
-                    "existing"
-                }
-                .to_string(),
-            ),
-        ]),
+        args: Some(guard_args(&member_name(&name, ordinal), identity)),
+        // A refusal is one line on stderr: real kubelets turn it into the
+        // termination message the operator reads.
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         volume_mounts: Some(vec![data_mount.clone()]),
         security_context: Some(container_security.clone()),
         ..Container::default()

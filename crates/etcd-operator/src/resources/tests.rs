@@ -124,3 +124,41 @@ fn pdb_keeps_a_quorum() {
         k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(2)
     );
 }
+
+/// The guard's command line, as built for the Pod, is accepted by the
+/// guard's own argument parser and carries the expected identity.
+#[test]
+fn guard_arguments_are_understood_by_the_guard() {
+    #[derive(clap::Parser)]
+    struct Guard {
+        #[command(subcommand)]
+        command: Command,
+    }
+    #[derive(clap::Subcommand)]
+    enum Command {
+        MemberGuard(crate::member_guard::MemberGuardArgs),
+    }
+    let parse = |identity: &MemberIdentity| {
+        let args = guard_args("demo-2", identity);
+        let Command::MemberGuard(parsed) = <Guard as clap::Parser>::try_parse_from(
+            std::iter::once("etcd-operator".to_string()).chain(args),
+        )
+        .expect("the guard accepts the arguments of the Pod")
+        .command;
+        parsed
+    };
+    let known = parse(&identity());
+    assert_eq!(known.member_name, "demo-2");
+    assert_eq!(known.cluster_token, "demo-1234");
+    assert_eq!(known.cluster_id, Some(0xabc));
+    assert_eq!(known.member_id, Some(0xdef));
+    assert!(known.expect_data, "a recorded member must find its data");
+
+    let first = parse(&MemberIdentity {
+        cluster_token: "demo-1234".to_string(),
+        ..MemberIdentity::default()
+    });
+    assert_eq!(first.cluster_id, None);
+    assert_eq!(first.member_id, None);
+    assert!(!first.expect_data, "a new member starts on an empty volume");
+}
