@@ -84,6 +84,13 @@ impl Lab {
             let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
         }
         set_frozen(&group, false)?;
+        // The stops take effect as each process is scheduled again.
+        for _ in 0..200 {
+            if pids_in(&group).iter().all(|pid| stopped(*pid)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         info!(node = name, "node frozen");
         Ok(())
     }
@@ -404,6 +411,17 @@ fn set_frozen(group: &Path, frozen: bool) -> Result<()> {
     }
     std::fs::write(&file, if frozen { "1" } else { "0" })
         .context(|| format!("write {}", file.display()))
+}
+
+/// Whether a process is stopped by a signal (state `T`) or gone.
+fn stopped(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_none_or(|state| state == "T" || state == "Z"),
+        Err(_) => true,
+    }
 }
 
 /// Every pid in a cgroup and its children.
