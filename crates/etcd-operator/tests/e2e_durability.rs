@@ -148,6 +148,7 @@ impl Drop for Operator {
 
 async fn scenario(lab: &Lab) -> TestResult {
     let client = lab.kube_client().await?;
+    controller_managed_attach(&client).await?;
     install_crd(&client).await?;
     let namespace = format!("e2e-durability-{}", std::process::id());
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -308,6 +309,27 @@ async fn while_stopped(
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
+}
+
+/// Lab gap, not operator behaviour: a real kubelet registers its Node with
+/// `volumes.kubernetes.io/controller-managed-attach-detach: "true"`, without
+/// which the attach-detach controller creates no VolumeAttachment and pods on
+/// `lab-network` volumes never start. The lab's node agent does not set it
+/// yet, so the test does (a no-op once the agent does).
+async fn controller_managed_attach(client: &Client) -> TestResult {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let patch = json!({ "metadata": { "annotations": {
+        "volumes.kubernetes.io/controller-managed-attach-detach": "true" } } });
+    for node in nodes.list(&ListParams::default()).await?.items {
+        nodes
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+    }
+    Ok(())
 }
 
 async fn install_crd(client: &Client) -> TestResult {
