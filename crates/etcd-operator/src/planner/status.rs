@@ -45,22 +45,34 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
             format!("the cluster has no working quorum{warnings}")
         },
     );
-    let (quorum_lost, quorum_message) = match step {
-        Step::Wait(Waiting::QuorumLost { awaited }) => (
-            true,
-            format!(
-                "waiting for {}; their volumes are intact, so no member is removed and nothing is restored",
-                if awaited.is_empty() {
-                    "the members".to_string()
-                } else {
-                    awaited.join(", ")
-                }
-            ),
-        ),
-        _ => (
-            false,
-            "quorum is reachable or the cluster has not formed yet".to_string(),
-        ),
+    // Quorum is lost whenever a formed cluster has none, also in a pass that
+    // acts (e.g. recreates a Pod): the condition must not flap with the step.
+    let data_lost_step = matches!(step, Step::Wait(Waiting::MajorityDataLost { .. }));
+    let quorum_lost = cx.formed && !quorum && !data_lost_step;
+    let quorum_message = if quorum_lost {
+        let awaited: Vec<String> = match step {
+            Step::Wait(Waiting::QuorumLost { awaited }) => awaited.clone(),
+            _ => cx
+                .membership
+                .voters()
+                .filter(|m| !m.healthy)
+                .map(|m| {
+                    m.ordinal
+                        .map(|ordinal| member_name(&o.name, ordinal))
+                        .unwrap_or_else(|| format_id(m.id))
+                })
+                .collect(),
+        };
+        format!(
+            "waiting for {}; their volumes are intact, so no member is removed and nothing is restored",
+            if awaited.is_empty() {
+                "the members".to_string()
+            } else {
+                awaited.join(", ")
+            }
+        )
+    } else {
+        "quorum is reachable or the cluster has not formed yet".to_string()
     };
     set(
         ConditionType::QuorumLost,

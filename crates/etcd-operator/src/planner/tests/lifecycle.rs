@@ -84,6 +84,29 @@ fn all_pods_deleted_come_back_without_membership_change() {
 }
 
 #[test]
+fn quorum_lost_stays_reported_while_pods_are_recreated() {
+    let mut sim = running(3, Volumes::Network);
+    for o in 0..3 {
+        sim.delete_pod(o);
+    }
+    let action = sim.reconcile();
+    assert!(
+        matches!(action, Some(Action::CreatePod { .. })),
+        "{action:?}"
+    );
+    let condition = sim
+        .status
+        .condition(ConditionType::QuorumLost)
+        .expect("condition");
+    assert_eq!(condition.status, "True", "{}", condition.message);
+    assert!(
+        condition.message.contains("demo-0"),
+        "{}",
+        condition.message
+    );
+}
+
+#[test]
 fn majority_of_nodes_down_waits_and_names_the_awaited_members() {
     let mut sim = running(3, Volumes::Network);
     let before = member_ids(&sim);
