@@ -295,13 +295,16 @@ pub fn assert_nothing_left(lab_dir: &Path) {
     assert!(!tables.contains("etcdlab"), "host nft tables: {tables}");
     let links = Command::new("ip").args(["link"]).output().expect("ip link");
     assert!(!String::from_utf8_lossy(&links.stdout).contains("etcdlab"));
+    // Every process of the lab names its state directory on its command line
+    // (other tests may run their own etcd processes meanwhile).
+    let lab_dir = lab_dir.to_string_lossy().into_owned();
     let leftovers: Vec<String> = std::fs::read_dir("/proc")
         .expect("/proc")
         .flatten()
         .filter_map(|e| {
-            let exe = std::fs::read_link(e.path().join("exe")).ok()?;
-            let exe = exe.to_string_lossy().into_owned();
-            (exe.contains("/.cache/etcd-lab/upstream/") || exe == ETCD_LAB).then_some(exe)
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(&lab_dir).then_some(cmdline)
         })
         .collect();
     assert_eq!(leftovers, Vec::<String>::new(), "lab processes left");
