@@ -74,6 +74,9 @@ async fn check_nodes(lab: &Lab) {
 
 async fn check_statefulset(test: &LabTest, lab: &Lab) {
     let pods: Api<Pod> = Api::namespaced(lab.kube_client().await.expect("client"), "default");
+    // lab-local: the pods attach nothing. lab-network volumes need the
+    // attach-detach controller to manage the nodes (the Node annotation
+    // `volumes.kubernetes.io/controller-managed-attach-detach`).
     create_web(lab, "lab-local", json!({})).await;
 
     // Every pod reaches every pod by its DNS name, from inside its own namespace.
