@@ -106,7 +106,7 @@ fn report(result: anyhow::Result<()>) -> ExitCode {
 }
 
 fn print_crd() -> anyhow::Result<()> {
-    let yaml = etcd_operator::api::crd_yaml().context("render the CRD")?;
+    let yaml = etcd_operator::api::crds_yaml().context("render the CRDs")?;
     print!("{yaml}");
     Ok(())
 }

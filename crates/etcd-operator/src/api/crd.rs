@@ -1,9 +1,9 @@
-//! The generated CustomResourceDefinition.
+//! The generated CustomResourceDefinitions.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use super::EtcdCluster;
+use super::{EtcdBackup, EtcdBackupSchedule, EtcdCluster};
 
 /// Failure to render the CRD.
 #[derive(Debug, thiserror::Error)]
@@ -16,6 +16,28 @@ pub enum CrdError {
 /// The `EtcdCluster` CRD, generated from the Rust types.
 pub fn crd() -> CustomResourceDefinition {
     EtcdCluster::crd()
+}
+
+/// Every CRD this operator serves, in the order `etcd-operator crd` prints
+/// them: `EtcdCluster`, `EtcdBackup`, `EtcdBackupSchedule`.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        EtcdCluster::crd(),
+        EtcdBackup::crd(),
+        EtcdBackupSchedule::crd(),
+    ]
+}
+
+/// Every CRD as one multi-document YAML stream, as printed by
+/// `etcd-operator crd`: each document starts with `---` and equals the file
+/// `deploy/crds/<plural>.yaml`.
+pub fn crds_yaml() -> Result<String, CrdError> {
+    let mut out = String::new();
+    for crd in crds() {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&crd)?);
+    }
+    Ok(out)
 }
 
 /// The `EtcdCluster` CRD as YAML, as committed under `deploy/crds/` and

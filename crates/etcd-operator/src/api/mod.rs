@@ -6,6 +6,8 @@
 //! so a bad spec is refused at `kubectl apply`; what only the operator can
 //! judge is reported in status.
 
+mod backup;
+mod backup_schedule;
 mod cluster;
 mod crd;
 pub mod identity;
@@ -16,8 +18,16 @@ mod storage;
 mod tuning;
 pub mod version;
 
+pub use backup::{
+    AzureDestination, BackupDestination, BackupPhase, EtcdBackup, EtcdBackupSpec, EtcdBackupStatus,
+    GcsDestination, LocalDestination, S3Destination,
+};
+pub use backup_schedule::{
+    BackupRetention, EtcdBackupSchedule, EtcdBackupScheduleSpec, EtcdBackupScheduleStatus,
+    IncrementalBackup,
+};
 pub use cluster::{EtcdCluster, EtcdClusterSpec};
-pub use crd::{CrdError, crd, crd_yaml};
+pub use crd::{CrdError, crd, crd_yaml, crds, crds_yaml};
 pub use pod_template::MemberPodTemplate;
 pub use recovery::{RecoveryPolicy, RecoverySource, RecoverySpec};
 pub use status::{

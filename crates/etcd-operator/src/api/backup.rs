@@ -1,0 +1,350 @@
+//! The `EtcdBackup` kind: one full snapshot of an `EtcdCluster`, taken once,
+//! and the destinations backups are written to.
+
+// Each `printcolumn(...)` repeats `type_ = ...`, which clippy mistakes for
+// a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A one-shot full backup of an `EtcdCluster` in the same namespace.
+///
+/// The operator streams a snapshot from a healthy member (a follower when
+/// one is healthy), checks etcd's embedded SHA-256, compresses it with zstd
+/// and uploads it in parts to the destination, with a JSON metadata object
+/// beside it. The backup runs once; its status records where it went and
+/// what it holds. The spec is immutable.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "durable-etcd.io",
+    version = "v1alpha1",
+    kind = "EtcdBackup",
+    plural = "etcdbackups",
+    shortname = "etcdb",
+    namespaced,
+    status = "EtcdBackupStatus",
+    derive = "PartialEq",
+    doc = "A one-shot full snapshot of an EtcdCluster, verified, compressed and uploaded to an object store or a local path.",
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".spec.clusterName",
+        description = "The EtcdCluster backed up"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Pending, Running, Succeeded or Failed"
+    ),
+    printcolumn(
+        name = "Revision",
+        type_ = "integer",
+        json_path = ".status.revision",
+        description = "Revision of the snapshot"
+    ),
+    printcolumn(
+        name = "Location",
+        type_ = "string",
+        json_path = ".status.location",
+        description = "Where the snapshot was written"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("the spec of an EtcdBackup is immutable: create a new one"))]
+pub struct EtcdBackupSpec {
+    /// Name of the `EtcdCluster` to back up, in the same namespace.
+    #[schemars(length(min = 1, max = 63))]
+    pub cluster_name: String,
+
+    /// Where the snapshot and its metadata are written.
+    pub destination: BackupDestination,
+}
+
+/// Where backups go: exactly one of `local`, `s3`, `gcs`, `azure`.
+///
+/// Objects are named `<prefix>/<namespace>/<cluster>/<UTC time>-r<revision>`
+/// with the suffixes `.db.zst` (the compressed snapshot) and `.json` (its
+/// metadata).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("[has(self.local), has(self.s3), has(self.gcs), has(self.azure)].filter(x, x).size() == 1").message("destination needs exactly one of local, s3, gcs, azure"))]
+pub struct BackupDestination {
+    /// A directory on the operator's filesystem (e.g. a mounted PVC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<LocalDestination>,
+
+    /// Amazon S3 or an S3-compatible endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Destination>,
+
+    /// Google Cloud Storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcs: Option<GcsDestination>,
+
+    /// Azure Blob Storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure: Option<AzureDestination>,
+}
+
+/// A directory on the operator's filesystem.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalDestination {
+    /// Absolute path of the directory; created when missing.
+    #[schemars(pattern(r"^/"))]
+    pub path: String,
+}
+
+/// An S3 bucket (AWS or any S3-compatible server).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct S3Destination {
+    /// Bucket name. It must exist.
+    #[schemars(length(min = 1))]
+    pub bucket: String,
+
+    /// Key prefix inside the bucket, without leading or trailing `/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+
+    /// Endpoint URL of an S3-compatible server (e.g. `http://minio:9000`);
+    /// AWS when unset. `http://` endpoints are allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+
+    /// Region; `us-east-1` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+
+    /// Secret in the backup's namespace with the keys `accessKeyID` and
+    /// `secretAccessKey` (and optionally `sessionToken`). Without it the
+    /// operator's own environment credentials are used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret: Option<String>,
+
+    /// Address buckets as `endpoint/bucket` rather than `bucket.endpoint`
+    /// (most S3-compatible servers need it).
+    #[serde(default)]
+    pub force_path_style: bool,
+}
+
+/// A Google Cloud Storage bucket.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GcsDestination {
+    /// Bucket name. It must exist.
+    #[schemars(length(min = 1))]
+    pub bucket: String,
+
+    /// Object name prefix, without leading or trailing `/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+
+    /// Secret in the backup's namespace with the key `serviceAccount.json`
+    /// (a service-account key file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret: Option<String>,
+}
+
+/// An Azure Blob Storage container.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AzureDestination {
+    /// Storage account name.
+    #[schemars(length(min = 1))]
+    pub account: String,
+
+    /// Container name. It must exist.
+    #[schemars(length(min = 1))]
+    pub container: String,
+
+    /// Blob name prefix, without leading or trailing `/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+
+    /// Secret in the backup's namespace with the key `accountKey`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret: Option<String>,
+}
+
+impl BackupDestination {
+    /// The key prefix configured for the destination, if any.
+    pub fn prefix(&self) -> Option<&str> {
+        if let Some(s3) = &self.s3 {
+            return s3.prefix.as_deref();
+        }
+        if let Some(gcs) = &self.gcs {
+            return gcs.prefix.as_deref();
+        }
+        if let Some(azure) = &self.azure {
+            return azure.prefix.as_deref();
+        }
+        None
+    }
+
+    /// The Secret holding the destination's credentials, if any.
+    pub fn credentials_secret(&self) -> Option<&str> {
+        if let Some(s3) = &self.s3 {
+            return s3.credentials_secret.as_deref();
+        }
+        if let Some(gcs) = &self.gcs {
+            return gcs.credentials_secret.as_deref();
+        }
+        if let Some(azure) = &self.azure {
+            return azure.credentials_secret.as_deref();
+        }
+        None
+    }
+}
+
+/// Observed state of a backup.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EtcdBackupStatus {
+    /// Pending, Running, Succeeded or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<BackupPhase>,
+
+    /// etcd cluster ID (hex) the snapshot was taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "clusterID")]
+    pub cluster_id: Option<String>,
+
+    /// The member the snapshot was streamed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+
+    /// Key-value revision of the snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+
+    /// etcd server version of the member the snapshot came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_version: Option<String>,
+
+    /// Size of the snapshot (the etcd database) in bytes, uncompressed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<i64>,
+
+    /// Size of the stored, compressed object in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_bytes: Option<i64>,
+
+    /// SHA-256 (hex) of the uncompressed snapshot, as etcd embedded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+
+    /// When the snapshot started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+
+    /// When the backup completed (succeeded or failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+
+    /// How long streaming, verifying and uploading took, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
+
+    /// URL of the stored snapshot object (`file://`, `s3://`, `gs://`,
+    /// `az://`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+
+    /// Number of attempts made so far.
+    #[serde(default)]
+    pub attempts: i32,
+
+    /// Why the last attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+
+    /// Condition `Complete` (the backup succeeded) with the reason of the
+    /// last transition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// The phase of a one-shot backup.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackupPhase {
+    /// Waiting for a healthy member or for a retry after a transient error.
+    Pending,
+    /// Streaming and uploading.
+    Running,
+    /// Stored and verified; the status describes the backup.
+    Succeeded,
+    /// Gave up: the spec cannot work (e.g. no such cluster for too long) or
+    /// the retries are exhausted. `error` says why.
+    Failed,
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::CustomResourceExt;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::api::EtcdBackupSchedule;
+
+    fn schema<K: CustomResourceExt>() -> Value {
+        let crd = serde_json::to_value(K::crd()).expect("crd serialises");
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    }
+
+    fn rules(schema: &Value) -> Vec<String> {
+        schema["x-kubernetes-validations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["rule"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    #[test]
+    fn destination_needs_exactly_one_kind() {
+        let backup = schema::<EtcdBackup>();
+        let destination = &backup["properties"]["spec"]["properties"]["destination"];
+        assert!(
+            rules(destination)
+                .iter()
+                .any(|r| r.contains(".filter(x, x).size() == 1")),
+            "{destination}"
+        );
+        let schedule = schema::<EtcdBackupSchedule>();
+        let destination = &schedule["properties"]["spec"]["properties"]["destination"];
+        assert!(!rules(destination).is_empty());
+    }
+
+    #[test]
+    fn backup_spec_is_immutable_and_schedule_has_defaults() {
+        let backup = schema::<EtcdBackup>();
+        assert!(rules(&backup["properties"]["spec"]).contains(&"self == oldSelf".to_string()));
+        let schedule = schema::<EtcdBackupSchedule>();
+        let props = &schedule["properties"]["spec"]["properties"];
+        assert_eq!(
+            props["incremental"]["properties"]["interval"]["default"],
+            "20s"
+        );
+        assert_eq!(props["retention"]["properties"]["count"]["default"], 7);
+    }
+
+    #[test]
+    fn the_destination_parses_from_yaml() {
+        let spec: EtcdBackupSpec = serde_saphyr::from_str(
+            "clusterName: main\ndestination:\n  s3:\n    bucket: b\n    endpoint: http://127.0.0.1:9000\n    forcePathStyle: true\n    credentialsSecret: s3\n",
+        )
+        .expect("yaml");
+        let s3 = spec.destination.s3.as_ref().expect("s3");
+        assert!(s3.force_path_style);
+        assert_eq!(spec.destination.credentials_secret(), Some("s3"));
+    }
+}
