@@ -15,11 +15,18 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "CRD drift: deploy/ must match the Rust types"
 ./target/release/etcd-operator crd >/tmp/etcd-operator-crd.yaml
-diff -u deploy/crds/etcdclusters.yaml /tmp/etcd-operator-crd.yaml
+# `crd` prints every CRD as one stream, each document led by `---`.
+for crd in etcdclusters etcdbackups etcdbackupschedules; do
+	echo '---'
+	cat "deploy/crds/$crd.yaml"
+done | diff -u - /tmp/etcd-operator-crd.yaml
 
 step "unit, property and etcd integration tests (release profile: one build for everything)"
 cargo test --workspace --locked --release --lib --bins
 cargo test -p etcd-operator --locked --release --test etcd_layer
+for t in $(ls crates/etcd-operator/tests/backup_*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//'); do
+	cargo test -p etcd-operator --locked --release --test "$t"
+done
 
 step "end-to-end tests on the lab (one lab at a time)"
 ./target/release/etcd-lab down >/dev/null 2>&1 || true

@@ -1,6 +1,7 @@
 //! The etcd operator library: API types, pure planner, etcd layer, reconciler.
 #![forbid(unsafe_code)]
 pub mod api;
+pub mod backup;
 pub mod etcd;
 pub mod member_guard;
 pub mod planner;

@@ -1,0 +1,247 @@
+//! From a [`BackupDestination`] and its Secret's data to an object store
+//! and the folder of one cluster's backups inside it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
+use object_store::gcp::GoogleCloudStorageBuilder;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+
+use super::BackupError;
+use crate::api::BackupDestination;
+
+/// The data of a destination's credentials Secret (decoded), key to value.
+pub type Credentials = BTreeMap<String, String>;
+
+/// Keys read from a credentials Secret.
+pub mod keys {
+    /// S3 access key ID.
+    pub const S3_ACCESS_KEY_ID: &str = "accessKeyID";
+    /// S3 secret access key.
+    pub const S3_SECRET_ACCESS_KEY: &str = "secretAccessKey";
+    /// Optional S3 session token.
+    pub const S3_SESSION_TOKEN: &str = "sessionToken";
+    /// GCS service-account key file.
+    pub const GCS_SERVICE_ACCOUNT: &str = "serviceAccount.json";
+    /// Azure storage account key.
+    pub const AZURE_ACCOUNT_KEY: &str = "accountKey";
+}
+
+/// Where one cluster's backups live: a store and the folder inside it.
+#[derive(Clone, Debug)]
+pub struct BackupStore {
+    store: Arc<dyn ObjectStore>,
+    folder: Path,
+    url_base: String,
+}
+
+impl BackupStore {
+    /// Opens the destination for the backups of `namespace/cluster`.
+    /// `credentials` is the data of the destination's Secret (empty when it
+    /// names none).
+    pub fn open(
+        destination: &BackupDestination,
+        namespace: &str,
+        cluster: &str,
+        credentials: &Credentials,
+    ) -> Result<Self, BackupError> {
+        install_tls_provider();
+        let secret = destination.credentials_secret().unwrap_or("");
+        let (store, url_base): (Arc<dyn ObjectStore>, String) = if let Some(local) =
+            &destination.local
+        {
+            std::fs::create_dir_all(&local.path)
+                .map_err(|e| BackupError::io(format!("create {}", local.path), e))?;
+            let store = LocalFileSystem::new_with_prefix(&local.path)?;
+            (Arc::new(store), format!("file://{}", local.path))
+        } else if let Some(s3) = &destination.s3 {
+            let mut builder = AmazonS3Builder::from_env()
+                .with_bucket_name(&s3.bucket)
+                .with_region(s3.region.as_deref().unwrap_or("us-east-1"))
+                .with_virtual_hosted_style_request(!s3.force_path_style);
+            if let Some(endpoint) = &s3.endpoint {
+                builder = builder
+                    .with_endpoint(endpoint)
+                    .with_allow_http(endpoint.starts_with("http://"));
+            }
+            if s3.credentials_secret.is_some() {
+                builder = builder
+                    .with_access_key_id(required(credentials, secret, keys::S3_ACCESS_KEY_ID)?)
+                    .with_secret_access_key(required(
+                        credentials,
+                        secret,
+                        keys::S3_SECRET_ACCESS_KEY,
+                    )?);
+                if let Some(token) = credentials.get(keys::S3_SESSION_TOKEN) {
+                    builder = builder.with_token(token);
+                }
+            }
+            (Arc::new(builder.build()?), format!("s3://{}", s3.bucket))
+        } else if let Some(gcs) = &destination.gcs {
+            let mut builder = GoogleCloudStorageBuilder::from_env().with_bucket_name(&gcs.bucket);
+            if gcs.credentials_secret.is_some() {
+                builder = builder.with_service_account_key(required(
+                    credentials,
+                    secret,
+                    keys::GCS_SERVICE_ACCOUNT,
+                )?);
+            }
+            (Arc::new(builder.build()?), format!("gs://{}", gcs.bucket))
+        } else if let Some(azure) = &destination.azure {
+            let mut builder = MicrosoftAzureBuilder::from_env()
+                .with_account(&azure.account)
+                .with_container_name(&azure.container);
+            if azure.credentials_secret.is_some() {
+                builder = builder.with_access_key(required(
+                    credentials,
+                    secret,
+                    keys::AZURE_ACCOUNT_KEY,
+                )?);
+            }
+            (
+                Arc::new(builder.build()?),
+                format!("az://{}/{}", azure.account, azure.container),
+            )
+        } else {
+            return Err(BackupError::Destination(
+                "none of local, s3, gcs, azure is set".to_string(),
+            ));
+        };
+        let folder = cluster_folder(destination.prefix(), namespace, cluster)?;
+        Ok(Self {
+            store,
+            folder,
+            url_base,
+        })
+    }
+
+    /// A store over an existing object store (tests, other transports).
+    pub fn from_parts(store: Arc<dyn ObjectStore>, folder: Path, url_base: String) -> Self {
+        Self {
+            store,
+            folder,
+            url_base,
+        }
+    }
+
+    /// The object store.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The folder of this cluster's backups.
+    pub fn folder(&self) -> &Path {
+        &self.folder
+    }
+
+    /// The object at `name` inside the folder.
+    pub fn path(&self, name: &str) -> Path {
+        self.folder.clone().join(name)
+    }
+
+    /// A URL naming an object of this store, for status and logs.
+    pub fn url(&self, path: &Path) -> String {
+        format!("{}/{}", self.url_base, path)
+    }
+}
+
+fn required<'a>(
+    credentials: &'a Credentials,
+    secret: &str,
+    key: &'static str,
+) -> Result<&'a str, BackupError> {
+    credentials
+        .get(key)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| BackupError::MissingCredential {
+            secret: secret.to_string(),
+            key,
+        })
+}
+
+/// `<prefix>/<namespace>/<cluster>`, refusing empty or dotted segments.
+fn cluster_folder(
+    prefix: Option<&str>,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Path, BackupError> {
+    let mut segments: Vec<&str> = prefix
+        .unwrap_or("")
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    segments.push(namespace);
+    segments.push(cluster);
+    for segment in &segments {
+        if segment.is_empty() || *segment == "." || *segment == ".." {
+            return Err(BackupError::Destination(format!(
+                "invalid path segment {segment:?} in the backup folder"
+            )));
+        }
+    }
+    Ok(Path::from(segments.join("/")))
+}
+
+/// reqwest is built without a bundled TLS provider: use the ring provider
+/// the rest of the operator's TLS (the Kubernetes client) uses.
+fn install_tls_provider() {
+    // Fails only when a provider is already installed, which is fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{LocalDestination, S3Destination};
+
+    #[test]
+    fn folder_joins_prefix_namespace_and_cluster() {
+        let folder = cluster_folder(Some("/backups/etcd/"), "prod", "main").expect("folder");
+        assert_eq!(folder.as_ref(), "backups/etcd/prod/main");
+        let folder = cluster_folder(None, "prod", "main").expect("folder");
+        assert_eq!(folder.as_ref(), "prod/main");
+        assert!(cluster_folder(Some("a/../b"), "prod", "main").is_err());
+    }
+
+    #[test]
+    fn s3_without_its_secret_keys_is_a_configuration_error() {
+        let destination = BackupDestination {
+            s3: Some(S3Destination {
+                bucket: "b".into(),
+                endpoint: Some("http://127.0.0.1:9".into()),
+                credentials_secret: Some("s3-creds".into()),
+                force_path_style: true,
+                ..S3Destination::default()
+            }),
+            ..BackupDestination::default()
+        };
+        let error = BackupStore::open(&destination, "ns", "c", &Credentials::new())
+            .expect_err("missing keys");
+        assert_eq!(error.to_string(), "Secret s3-creds has no key accessKeyID");
+        assert_eq!(
+            error.category(),
+            super::super::BackupErrorCategory::Configuration
+        );
+    }
+
+    #[test]
+    fn local_destination_names_file_urls() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let destination = BackupDestination {
+            local: Some(LocalDestination {
+                path: dir.path().join("nested").display().to_string(),
+            }),
+            ..BackupDestination::default()
+        };
+        let store = BackupStore::open(&destination, "ns", "c", &Credentials::new()).expect("open");
+        let path = store.path("x.json");
+        assert_eq!(path.as_ref(), "ns/c/x.json");
+        assert!(store.url(&path).starts_with("file:///"));
+        assert!(dir.path().join("nested").is_dir());
+    }
+}

@@ -1,0 +1,126 @@
+//! Errors of the backup module, each with a category that decides between
+//! retrying with back-off and waiting for a change of the spec.
+
+use std::time::Duration;
+
+/// What kind of failure a [`BackupError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackupErrorCategory {
+    /// Worth retrying with back-off: an unreachable member or endpoint, a
+    /// timeout, a server error.
+    Transient,
+    /// The spec or its Secret is wrong (bad bucket, missing key, bad cron):
+    /// wait for a change instead of retrying quickly.
+    Configuration,
+    /// The data is wrong: a snapshot or a stored backup that fails
+    /// verification. Never used for a restore.
+    Corrupt,
+}
+
+/// A failure to take, store, list, verify or restore a backup.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    /// The destination spec cannot be turned into a store.
+    #[error("invalid backup destination: {0}")]
+    Destination(String),
+
+    /// A credential key the destination needs is missing from its Secret.
+    #[error("Secret {secret} has no key {key}")]
+    MissingCredential {
+        /// The Secret's name.
+        secret: String,
+        /// The missing key.
+        key: &'static str,
+    },
+
+    /// No member could serve a snapshot.
+    #[error("no healthy member to take a snapshot from: {0}")]
+    NoHealthyMember(String),
+
+    /// The snapshot stream from etcd failed.
+    #[error("snapshot stream from {endpoint} failed: {message}")]
+    Stream {
+        /// The member's endpoint.
+        endpoint: String,
+        /// etcd's or the transport's message.
+        message: String,
+    },
+
+    /// The snapshot did not arrive within the time allowed.
+    #[error("snapshot from {endpoint} did not finish within {timeout:?}")]
+    Timeout {
+        /// The member's endpoint.
+        endpoint: String,
+        /// The deadline.
+        timeout: Duration,
+    },
+
+    /// A snapshot or a stored backup failed verification.
+    #[error("backup {location} is corrupt: {reason}")]
+    Corrupt {
+        /// The snapshot's endpoint or the stored object's URL.
+        location: String,
+        /// What does not match.
+        reason: String,
+    },
+
+    /// The object store refused or failed a request.
+    #[error("object store: {0}")]
+    Store(#[from] object_store::Error),
+
+    /// Reading or writing a local file failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A metadata object is not valid JSON of the expected shape.
+    #[error("metadata {location} is unreadable: {source}")]
+    Metadata {
+        /// The metadata object's URL.
+        location: String,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// No backup matches the request.
+    #[error("no backup found under {0}")]
+    NotFound(String),
+}
+
+impl BackupError {
+    /// The category: retry, wait for a spec change, or refuse the data.
+    pub fn category(&self) -> BackupErrorCategory {
+        match self {
+            Self::Destination(_) | Self::MissingCredential { .. } => {
+                BackupErrorCategory::Configuration
+            }
+            Self::Corrupt { .. } | Self::Metadata { .. } => BackupErrorCategory::Corrupt,
+            Self::Store(error) => match error {
+                object_store::Error::NotFound { .. }
+                | object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }
+                | object_store::Error::UnknownConfigurationKey { .. }
+                | object_store::Error::InvalidPath { .. } => BackupErrorCategory::Configuration,
+                _ => BackupErrorCategory::Transient,
+            },
+            Self::NoHealthyMember(_)
+            | Self::Stream { .. }
+            | Self::Timeout { .. }
+            | Self::Io { .. }
+            | Self::NotFound(_) => BackupErrorCategory::Transient,
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}

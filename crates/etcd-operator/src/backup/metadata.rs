@@ -1,0 +1,101 @@
+//! The JSON object stored beside each snapshot: what it holds and how to
+//! check it. A backup is complete once its metadata exists; the metadata is
+//! written after the snapshot object and deleted before it.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Suffix of a stored snapshot (zstd-compressed etcd snapshot).
+pub const SNAPSHOT_SUFFIX: &str = ".db.zst";
+/// Suffix of a backup's metadata object.
+pub const METADATA_SUFFIX: &str = ".json";
+/// Version of the metadata format written by this operator.
+pub const FORMAT: u32 = 1;
+
+/// Everything recorded about one full backup.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupMetadata {
+    /// Metadata format version ([`FORMAT`]).
+    pub format: u32,
+    /// Namespace of the `EtcdCluster`.
+    pub namespace: String,
+    /// Name of the `EtcdCluster`.
+    pub cluster: String,
+    /// etcd cluster ID (hex).
+    #[serde(rename = "clusterID")]
+    pub cluster_id: String,
+    /// ID (hex) of the member the snapshot came from.
+    #[serde(rename = "memberID")]
+    pub member_id: String,
+    /// Revision of the member when the snapshot started: every write up to
+    /// it is in the snapshot (the snapshot may hold a few later ones).
+    pub revision: i64,
+    /// etcd server version of that member.
+    pub etcd_version: String,
+    /// Bytes of the snapshot, uncompressed, trailer included.
+    pub snapshot_bytes: u64,
+    /// Hex SHA-256 of the database, equal to etcd's embedded trailer.
+    pub sha256: String,
+    /// Name of the snapshot object, relative to the cluster's folder.
+    pub object: String,
+    /// Compression of the snapshot object.
+    pub compression: String,
+    /// Bytes of the snapshot object.
+    pub stored_bytes: u64,
+    /// Hex SHA-256 of the snapshot object as stored.
+    pub stored_sha256: String,
+    /// When streaming started.
+    pub started_at: DateTime<Utc>,
+    /// When the snapshot object was complete.
+    pub completed_at: DateTime<Utc>,
+}
+
+impl BackupMetadata {
+    /// Name of the metadata object beside the snapshot object.
+    pub fn metadata_name(&self) -> String {
+        metadata_name_for(&self.object)
+    }
+}
+
+/// The base name of a backup: `full-<UTC time>-r<revision>`, which sorts by
+/// time.
+pub fn backup_base_name(started_at: DateTime<Utc>, revision: i64) -> String {
+    let time = started_at
+        .to_rfc3339_opts(SecondsFormat::Millis, true)
+        .replace([':', '-'], "");
+    format!("full-{time}-r{revision}")
+}
+
+/// The metadata object's name for a snapshot object's name.
+pub fn metadata_name_for(object: &str) -> String {
+    let base = object.strip_suffix(SNAPSHOT_SUFFIX).unwrap_or(object);
+    format!("{base}{METADATA_SUFFIX}")
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    #[test]
+    fn names_sort_by_time() {
+        let a = Utc
+            .with_ymd_and_hms(2026, 1, 2, 3, 4, 5)
+            .single()
+            .expect("time");
+        let b = Utc
+            .with_ymd_and_hms(2026, 1, 2, 13, 4, 5)
+            .single()
+            .expect("time");
+        let name_a = backup_base_name(a, 99);
+        let name_b = backup_base_name(b, 7);
+        assert_eq!(name_a, "full-20260102T030405.000Z-r99");
+        assert!(name_a < name_b);
+        assert_eq!(
+            metadata_name_for(&format!("{name_a}{SNAPSHOT_SUFFIX}")),
+            format!("{name_a}.json")
+        );
+    }
+}

@@ -1,0 +1,29 @@
+//! Backups: full snapshots streamed from a member, verified, compressed and
+//! uploaded to an object store, with metadata beside them; retention; and
+//! the verified download a restore starts from.
+//!
+//! - [`BackupStore`]: a destination (local path, S3, GCS, Azure) opened
+//!   for one cluster's folder.
+//! - [`take_backup`]: member choice (a follower first), snapshot stream,
+//!   etcd's SHA-256 trailer checked, zstd, multipart upload, metadata.
+//! - [`list_backups`], [`verify_backup`], [`download_backup`]: reading
+//!   back, refusing corrupt or truncated backups with a clear error.
+//! - [`apply_retention`]: by count and age.
+
+mod destination;
+mod error;
+mod metadata;
+mod restore;
+mod retention;
+mod snapshot;
+mod source;
+mod verify;
+
+pub use destination::{BackupStore, Credentials, keys};
+pub use error::{BackupError, BackupErrorCategory};
+pub use metadata::{BackupMetadata, METADATA_SUFFIX, SNAPSHOT_SUFFIX, metadata_name_for};
+pub use restore::{download_backup, list_backups, newest_backup, verify_backup};
+pub use retention::{RetentionOutcome, apply_retention, expired};
+pub use snapshot::{PART_SIZE, SnapshotOptions, TakenBackup, take_backup};
+pub use source::{SnapshotSource, choose_source, prefer_follower};
+pub use verify::{SnapshotVerifier, TRAILER_LEN, VerifiedSnapshot};
