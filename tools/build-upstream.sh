@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned upstream binaries that etcd-lab runs (kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, and etcd/etcdctl/etcdutl
-# for each etcd minor line) from the official Go modules under tools/.
+# for each etcd minor line) from the official Go modules under tools/, and
+# the S3-compatible test server of tools/s3-server.
 #
 # Output goes to "$ETCD_LAB_CACHE/upstream/<module>-<pin hash>/", outside the
 # repository (default ETCD_LAB_CACHE=$HOME/.cache/etcd-lab), so a clean clone
@@ -62,6 +63,10 @@ for etcd_dir in "$here"/etcd-*/; do
 		go.etcd.io/etcd/etcdctl/v3 \
 		go.etcd.io/etcd/etcdutl/v3
 done
+
+# An S3-compatible server for the backup tests (gofakes3 in a tiny main);
+# see docs/backup.md for why not MinIO.
+build_set "$here/s3-server" "-s -w" etcd-operator.local/tools/s3-server
 
 build_set "$here/kubernetes" "$kube_ldflags" \
 	k8s.io/kubernetes/cmd/kube-apiserver \
