@@ -48,10 +48,13 @@ fn faults_are_real_and_kubernetes_reacts_to_them() {
         .await;
         let ctx = Ctx::new(&test, &lab).await;
         ctx.freeze_and_thaw().await;
+        ctx.pod_kill().await;
+        ctx.apiserver_outage().await;
         ctx.partition_peers().await;
         ctx.partition_apiserver().await;
         ctx.stopped_node().await;
         ctx.volume_corrupt_and_wipe().await;
+        ctx.out_of_service().await;
         deleted_node(&ctx, &mut lab).await;
     });
     drop(runtime);
@@ -138,6 +141,66 @@ impl<'a> Ctx<'a> {
         )
         .await;
         assert!(!self.test.read_web("web-2", "first.txt").await.is_empty());
+    }
+
+    async fn restart_count(&self, pod: &str) -> i32 {
+        self.pod(pod)
+            .await
+            .status
+            .and_then(|s| s.container_statuses)
+            .and_then(|c| c.first().map(|c| c.restart_count))
+            .unwrap_or_default()
+    }
+
+    async fn pod_kill(&self) {
+        let before = self.restart_count("web-2").await;
+        let killed = self
+            .lab
+            .pod_kill("default", "web-2", None)
+            .await
+            .expect("pod kill");
+        assert!(killed > 0);
+        wait_for(
+            "web-2 restarted after its process was killed",
+            Duration::from_secs(60),
+            || async {
+                let pod = self.pods.get("web-2").await.ok()?;
+                let restarts = pod
+                    .status
+                    .as_ref()?
+                    .container_statuses
+                    .as_ref()?
+                    .first()?
+                    .restart_count;
+                (restarts > before && pod_ready(&pod)).then_some(())
+            },
+        )
+        .await;
+    }
+
+    async fn apiserver_outage(&self) {
+        let ip = self
+            .pod("web-2")
+            .await
+            .status
+            .and_then(|s| s.pod_ip)
+            .expect("pod IP");
+        self.lab.apiserver_stop().expect("apiserver stop");
+        assert!(
+            self.pods.get("web-2").await.is_err(),
+            "the API server is gone"
+        );
+        assert!(
+            self.test
+                .lab_get(&format!("http://{ip}:8080/first.txt"))
+                .is_some(),
+            "pods keep serving without the API server"
+        );
+        self.lab.apiserver_start().await.expect("apiserver start");
+        assert!(
+            self.pods.get("web-2").await.is_ok(),
+            "the API server is back"
+        );
     }
 
     async fn partition_peers(&self) {
@@ -230,6 +293,49 @@ impl<'a> Ctx<'a> {
             },
         )
         .await;
+    }
+
+    /// After a non-graceful shutdown, the administrator's out-of-service
+    /// taint lets the pod garbage collector release the Terminating pod.
+    async fn out_of_service(&self) {
+        let node = self.node_of("web-0").await;
+        let old_uid = self.uid_of("web-0").await;
+        self.lab.node_stop(&node).expect("node stop");
+        self.wait_node(&node, false, Duration::from_secs(60)).await;
+        wait_for("web-0 evicted", Duration::from_secs(90), || async {
+            let pod = self.pods.get("web-0").await.ok()?;
+            pod.metadata.deletion_timestamp.map(|_| ())
+        })
+        .await;
+        self.lab
+            .node_taint_out_of_service(&node)
+            .await
+            .expect("taint");
+        wait_for(
+            "the Terminating web-0 released",
+            Duration::from_secs(90),
+            || async {
+                match self.pods.get_opt("web-0").await.ok()? {
+                    None => Some(()),
+                    Some(pod) => {
+                        (pod.metadata.uid.as_deref() != Some(old_uid.as_str())).then_some(())
+                    }
+                }
+            },
+        )
+        .await;
+        // The node comes back; the administrator removes the taint.
+        self.lab.node_start(&node).expect("node start");
+        self.wait_node(&node, true, Duration::from_secs(60)).await;
+        let patch = json!({"spec": {"taints": null}});
+        self.nodes
+            .patch(
+                &node,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .expect("remove taint");
     }
 
     async fn volume_corrupt_and_wipe(&self) {
