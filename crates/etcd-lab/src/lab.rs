@@ -159,6 +159,7 @@ impl Lab {
             was_already_up: false,
         };
         lab.wait_nodes_ready(options.ready_timeout).await?;
+        info!(elapsed = ?started.elapsed(), "nodes ready");
         lab.wait_default_service_account(options.ready_timeout)
             .await?;
         info!(elapsed = ?started.elapsed(), "the lab is up");
