@@ -57,6 +57,13 @@ pub fn spawn(spec: &ProcessSpec, cgroups: &LabCgroups) -> Result<i32> {
             .arg("nsenter")
             .arg(format!("--net=/run/netns/{netns}"));
     }
+    // etcd reads every `ETCD_*` variable as a flag (`ETCD_LAB_DIR` included):
+    // the lab's processes are configured by their arguments only.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("ETCD") {
+            command.env_remove(name);
+        }
+    }
     command
         .arg(&spec.program)
         .args(&spec.args)
