@@ -176,7 +176,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None
     };
 
-    let controller = reconcile::run(client, config, metrics, health.clone());
+    let backups = etcd_operator::backup::controller::run(client.clone(), args.namespace.clone());
+    let controller = async {
+        let (result, ()) = tokio::join!(
+            reconcile::run(client, config, metrics, health.clone()),
+            backups
+        );
+        result
+    };
     let outcome = match leadership.as_mut() {
         Some(leadership) => tokio::select! {
             result = controller => result.map_err(anyhow::Error::from),

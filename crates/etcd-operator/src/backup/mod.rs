@@ -9,12 +9,15 @@
 //! - [`list_backups`], [`verify_backup`], [`download_backup`]: reading
 //!   back, refusing corrupt or truncated backups with a clear error.
 //! - [`apply_retention`]: by count and age.
+//! - [`controller`]: the `EtcdBackup` and `EtcdBackupSchedule` controllers.
 
+pub mod controller;
 mod destination;
 mod error;
 mod metadata;
 mod restore;
 mod retention;
+mod schedule;
 mod snapshot;
 mod source;
 mod verify;
@@ -24,6 +27,7 @@ pub use error::{BackupError, BackupErrorCategory};
 pub use metadata::{BackupMetadata, METADATA_SUFFIX, SNAPSHOT_SUFFIX, metadata_name_for};
 pub use restore::{download_backup, list_backups, newest_backup, verify_backup};
 pub use retention::{RetentionOutcome, apply_retention, expired};
+pub use schedule::{CronSchedule, freshness};
 pub use snapshot::{PART_SIZE, SnapshotOptions, TakenBackup, take_backup};
 pub use source::{SnapshotSource, choose_source, prefer_follower};
 pub use verify::{SnapshotVerifier, TRAILER_LEN, VerifiedSnapshot};

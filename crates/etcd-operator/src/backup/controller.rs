@@ -1,0 +1,546 @@
+//! The backup controllers: one-shot `EtcdBackup`s and cron
+//! `EtcdBackupSchedule`s. Each pass reads the cluster's member Pods (dialled
+//! by pod IP, as the cluster reconciler does) and the destination's Secret,
+//! takes the backup, applies retention and writes status with a merge
+//! patch of the status subresource (this controller is its only writer),
+//! plus an Event.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+
+use super::schedule::{CronSchedule, freshness};
+use super::{
+    BackupError, BackupErrorCategory, BackupStore, Credentials, SnapshotOptions, TakenBackup,
+    apply_retention, take_backup,
+};
+use crate::api::{
+    BackupDestination, BackupPhase, EtcdBackup, EtcdBackupSchedule, EtcdBackupScheduleStatus,
+    EtcdBackupStatus, EtcdCluster,
+};
+use crate::reconcile::{CLIENT_PORT, cluster_selector, pod_endpoints};
+
+/// Attempts of a one-shot backup before it is `Failed`.
+pub const MAX_ATTEMPTS: i32 = 5;
+/// Condition type of a schedule whose newest backup is recent enough.
+pub const BACKUP_READY: &str = "BackupReady";
+
+/// A pass of a backup controller failed before it could write status.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupControllerError {
+    /// Reading or patching an object failed.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+struct Context {
+    client: Client,
+    recorder: Recorder,
+    options: SnapshotOptions,
+}
+
+/// Runs both backup controllers until SIGTERM/SIGINT.
+pub async fn run(client: Client, namespace: Option<String>) {
+    let context = Arc::new(Context {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "etcd-operator-backup".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
+        client: client.clone(),
+        options: SnapshotOptions::default(),
+    });
+    let backups = Controller::new(
+        scoped::<EtcdBackup>(&client, namespace.as_deref()),
+        watcher::Config::default(),
+    )
+    .shutdown_on_signal()
+    .run(reconcile_backup, requeue_on_error, context.clone())
+    .for_each(|result| async move {
+        if let Err(error) = result {
+            tracing::warn!("backup controller: {error}");
+        }
+    });
+    let schedules = Controller::new(
+        scoped::<EtcdBackupSchedule>(&client, namespace.as_deref()),
+        watcher::Config::default(),
+    )
+    .shutdown_on_signal()
+    .run(reconcile_schedule, requeue_on_error, context)
+    .for_each(|result| async move {
+        if let Err(error) = result {
+            tracing::warn!("backup schedule controller: {error}");
+        }
+    });
+    futures::join!(backups, schedules);
+}
+
+fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn requeue_on_error<K>(_: Arc<K>, _: &BackupControllerError, _: Arc<Context>) -> Action {
+    Action::requeue(Duration::from_secs(30))
+}
+
+/// Reads the destination's Secret and the cluster's endpoints, then takes
+/// a backup. Every failure is a [`BackupError`] for status.
+async fn backup_once(
+    ctx: &Context,
+    namespace: &str,
+    cluster: &str,
+    destination: &BackupDestination,
+) -> Result<(TakenBackup, BackupStore), BackupError> {
+    let clusters: Api<EtcdCluster> = Api::namespaced(ctx.client.clone(), namespace);
+    match clusters.get_opt(cluster).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return Err(BackupError::Destination(format!(
+                "EtcdCluster {namespace}/{cluster} does not exist"
+            )));
+        }
+        Err(error) => {
+            return Err(BackupError::NoHealthyMember(format!(
+                "read the cluster: {error}"
+            )));
+        }
+    }
+    let credentials = read_credentials(ctx, namespace, destination).await?;
+    let store = BackupStore::open(destination, namespace, cluster, &credentials)?;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let pods = pods
+        .list(&ListParams::default().labels(&cluster_selector(cluster)))
+        .await
+        .map_err(|e| BackupError::NoHealthyMember(format!("list the member Pods: {e}")))?;
+    let endpoints = pod_endpoints(&pods.items, "http", CLIENT_PORT);
+    if endpoints.is_empty() {
+        return Err(BackupError::NoHealthyMember(format!(
+            "no member Pod of {cluster} has an IP"
+        )));
+    }
+    let taken = take_backup(&store, &endpoints, namespace, cluster, &ctx.options).await?;
+    Ok((taken, store))
+}
+
+async fn read_credentials(
+    ctx: &Context,
+    namespace: &str,
+    destination: &BackupDestination,
+) -> Result<Credentials, BackupError> {
+    let Some(name) = destination.credentials_secret() else {
+        return Ok(BTreeMap::new());
+    };
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let secret = secrets
+        .get_opt(name)
+        .await
+        .map_err(|e| BackupError::NoHealthyMember(format!("read Secret {name}: {e}")))?
+        .ok_or_else(|| {
+            BackupError::Destination(format!("Secret {namespace}/{name} does not exist"))
+        })?;
+    Ok(secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, v)| {
+            String::from_utf8(v.0)
+                .ok()
+                .map(|v| (k, v.trim().to_string()))
+        })
+        .collect())
+}
+
+/// A Kubernetes timestamp from a chrono time (millisecond precision).
+fn time(at: DateTime<Utc>) -> Time {
+    Time(
+        k8s_openapi::jiff::Timestamp::from_millisecond(at.timestamp_millis())
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    )
+}
+
+/// A chrono time from a Kubernetes timestamp.
+fn from_time(at: &Time) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(at.0.as_millisecond()).unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------
+// EtcdBackup
+
+async fn reconcile_backup(
+    backup: Arc<EtcdBackup>,
+    ctx: Arc<Context>,
+) -> Result<Action, BackupControllerError> {
+    let status = backup.status.clone().unwrap_or_default();
+    if matches!(
+        status.phase,
+        Some(BackupPhase::Succeeded | BackupPhase::Failed)
+    ) {
+        return Ok(Action::await_change());
+    }
+    let namespace = backup.namespace().unwrap_or_default();
+    let api: Api<EtcdBackup> = Api::namespaced(ctx.client.clone(), &namespace);
+    let started_at = Utc::now();
+    let attempts = status.attempts + 1;
+    let running = EtcdBackupStatus {
+        phase: Some(BackupPhase::Running),
+        attempts,
+        start_time: Some(time(started_at)),
+        ..status.clone()
+    };
+    patch_status(&api, &backup.name_any(), &running).await?;
+
+    let outcome = backup_once(
+        &ctx,
+        &namespace,
+        &backup.spec.cluster_name,
+        &backup.spec.destination,
+    )
+    .await;
+    let reference = backup.object_ref(&());
+    let (next, action, event) = match outcome {
+        Ok((taken, _)) => {
+            let metadata = &taken.metadata;
+            let status = EtcdBackupStatus {
+                phase: Some(BackupPhase::Succeeded),
+                cluster_id: Some(metadata.cluster_id.clone()),
+                member: Some(taken.source.endpoint.clone()),
+                revision: Some(metadata.revision),
+                etcd_version: Some(metadata.etcd_version.clone()),
+                size_bytes: i64::try_from(metadata.snapshot_bytes).ok(),
+                stored_bytes: i64::try_from(metadata.stored_bytes).ok(),
+                sha256: Some(metadata.sha256.clone()),
+                start_time: Some(time(metadata.started_at)),
+                completion_time: Some(time(metadata.completed_at)),
+                duration_seconds: Some(taken.duration.as_secs_f64()),
+                location: Some(taken.location.clone()),
+                attempts,
+                error: None,
+                conditions: vec![complete(
+                    true,
+                    "Succeeded",
+                    "stored and verified",
+                    metadata.completed_at,
+                )],
+            };
+            let note = format!(
+                "revision {} ({} bytes, {} stored) to {} in {:.1}s",
+                metadata.revision,
+                metadata.snapshot_bytes,
+                metadata.stored_bytes,
+                taken.location,
+                taken.duration.as_secs_f64()
+            );
+            (
+                status,
+                Action::await_change(),
+                event(EventType::Normal, "BackupSucceeded", note),
+            )
+        }
+        Err(error) => {
+            let gave_up =
+                attempts >= MAX_ATTEMPTS || error.category() == BackupErrorCategory::Corrupt;
+            let phase = if gave_up {
+                BackupPhase::Failed
+            } else {
+                BackupPhase::Pending
+            };
+            let now = Utc::now();
+            let status = EtcdBackupStatus {
+                phase: Some(phase),
+                attempts,
+                error: Some(error.to_string()),
+                completion_time: gave_up.then_some(time(now)),
+                conditions: vec![complete(
+                    false,
+                    if gave_up { "Failed" } else { "Retrying" },
+                    &error.to_string(),
+                    now,
+                )],
+                ..running
+            };
+            let action = if gave_up {
+                Action::await_change()
+            } else {
+                Action::requeue(back_off(attempts, error.category()))
+            };
+            (
+                status,
+                action,
+                event(
+                    EventType::Warning,
+                    "BackupFailed",
+                    format!("attempt {attempts}: {error}"),
+                ),
+            )
+        }
+    };
+    patch_status(&api, &backup.name_any(), &next).await?;
+    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+        tracing::warn!("cannot publish event: {error}");
+    }
+    Ok(action)
+}
+
+/// 15 s doubling per attempt, capped at 5 minutes; a configuration error
+/// waits at least a minute (the spec or its Secret must change).
+fn back_off(attempts: i32, category: BackupErrorCategory) -> Duration {
+    let exponent = u32::try_from(attempts.clamp(1, 6) - 1).unwrap_or(0);
+    let base = Duration::from_secs(15 * 2u64.pow(exponent)).min(Duration::from_secs(300));
+    match category {
+        BackupErrorCategory::Configuration => base.max(Duration::from_secs(60)),
+        _ => base,
+    }
+}
+
+fn complete(ok: bool, reason: &str, message: &str, at: DateTime<Utc>) -> Condition {
+    Condition {
+        type_: "Complete".to_string(),
+        status: if ok { "True" } else { "False" }.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        last_transition_time: time(at),
+        observed_generation: None,
+    }
+}
+
+fn event(type_: EventType, reason: &str, note: String) -> Event {
+    Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: "Backup".to_string(),
+        secondary: None,
+    }
+}
+
+async fn patch_status<K>(
+    api: &Api<K>,
+    name: &str,
+    status: &impl serde::Serialize,
+) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = serde_json::json!({ "status": status });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}
+
+// ---------------------------------------------------------------------------
+// EtcdBackupSchedule
+
+async fn reconcile_schedule(
+    schedule: Arc<EtcdBackupSchedule>,
+    ctx: Arc<Context>,
+) -> Result<Action, BackupControllerError> {
+    let namespace = schedule.namespace().unwrap_or_default();
+    let name = schedule.name_any();
+    let api: Api<EtcdBackupSchedule> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut status = schedule.status.clone().unwrap_or_default();
+    status.observed_generation = schedule.metadata.generation;
+    let now = Utc::now();
+    let reference = schedule.object_ref(&());
+
+    let cron = match CronSchedule::parse(&schedule.spec.schedule) {
+        Ok(cron) => cron,
+        Err(message) => {
+            status.last_error = Some(message.clone());
+            set_ready(&mut status, false, "InvalidSchedule", &message, now);
+            patch_status(&api, &name, &status).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let created = schedule
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(now, from_time);
+    let last_started = status.last_scheduled_time.as_ref().map(from_time);
+
+    if !schedule.spec.suspend && cron.is_due(last_started, created, now) {
+        status.last_scheduled_time = Some(time(now));
+        let outcome = backup_once(
+            &ctx,
+            &namespace,
+            &schedule.spec.cluster_name,
+            &schedule.spec.destination,
+        )
+        .await;
+        let event = match outcome {
+            Ok((taken, store)) => {
+                let metadata = &taken.metadata;
+                status.last_successful_time = Some(time(metadata.completed_at));
+                status.last_successful_location = Some(taken.location.clone());
+                status.last_successful_revision = Some(metadata.revision);
+                status.last_successful_stored_bytes = i64::try_from(metadata.stored_bytes).ok();
+                status.last_successful_duration_seconds = Some(taken.duration.as_secs_f64());
+                status.last_error = None;
+                let retention = &schedule.spec.retention;
+                let max_age = retention
+                    .max_age
+                    .as_ref()
+                    .and_then(|d| (!d.is_negative()).then(|| std::time::Duration::from(*d)));
+                match apply_retention(&store, retention.count as usize, max_age, Utc::now()).await {
+                    Ok(kept) => status.backups_kept = i32::try_from(kept.kept).ok(),
+                    Err(error) => status.last_error = Some(format!("retention: {error}")),
+                }
+                event(
+                    EventType::Normal,
+                    "BackupSucceeded",
+                    format!(
+                        "revision {} to {} in {:.1}s",
+                        metadata.revision,
+                        taken.location,
+                        taken.duration.as_secs_f64()
+                    ),
+                )
+            }
+            Err(error) => {
+                status.last_error = Some(error.to_string());
+                event(EventType::Warning, "BackupFailed", error.to_string())
+            }
+        };
+        if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+            tracing::warn!("cannot publish event: {error}");
+        }
+    }
+
+    let now = Utc::now();
+    let period = cron
+        .period_at(now)
+        .unwrap_or_else(|| chrono::Duration::hours(1));
+    let last_success = status.last_successful_time.as_ref().map(from_time);
+    let last_error = status.last_error.clone();
+    match (freshness(last_success, period, now), last_error) {
+        (Ok(message), None) => set_ready(&mut status, true, "Fresh", &message, now),
+        (Ok(message), Some(error)) => set_ready(
+            &mut status,
+            true,
+            "FreshWithErrors",
+            &format!("{message}; last attempt: {error}"),
+            now,
+        ),
+        (Err(message), error) => {
+            let message = match error {
+                Some(error) => format!("{message}; last attempt: {error}"),
+                None => message,
+            };
+            let reason = if last_success.is_none() && status.last_scheduled_time.is_none() {
+                "Waiting"
+            } else {
+                "Stale"
+            };
+            set_ready(&mut status, false, reason, &message, now)
+        }
+    }
+    let next = cron.next_after(now);
+    status.next_scheduled_time = next.map(time);
+    patch_status(&api, &name, &status).await?;
+
+    // Wake at the next fire time; sooner after a failure (retry), and at
+    // least every 5 minutes to keep the staleness current.
+    let mut wait = next
+        .and_then(|n| (n - now).to_std().ok())
+        .unwrap_or(Duration::from_secs(300))
+        .min(Duration::from_secs(300));
+    if status.last_error.is_some() && last_started.is_some() {
+        wait = wait.min(Duration::from_secs(60));
+    }
+    Ok(Action::requeue(wait.max(Duration::from_secs(1))))
+}
+
+fn set_ready(
+    status: &mut EtcdBackupScheduleStatus,
+    ready: bool,
+    reason: &str,
+    message: &str,
+    now: DateTime<Utc>,
+) {
+    let value = if ready { "True" } else { "False" };
+    let since = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == BACKUP_READY && c.status == value)
+        .map_or(time(now), |c| c.last_transition_time.clone());
+    status.conditions.retain(|c| c.type_ != BACKUP_READY);
+    status.conditions.push(Condition {
+        type_: BACKUP_READY.to_string(),
+        status: value.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        last_transition_time: since,
+        observed_generation: status.observed_generation,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_off_doubles_and_configuration_errors_wait_longer() {
+        assert_eq!(
+            back_off(1, BackupErrorCategory::Transient),
+            Duration::from_secs(15)
+        );
+        assert_eq!(
+            back_off(3, BackupErrorCategory::Transient),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            back_off(9, BackupErrorCategory::Transient),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            back_off(1, BackupErrorCategory::Configuration),
+            Duration::from_secs(60)
+        );
+    }
+
+    #[test]
+    fn ready_condition_keeps_its_transition_time() {
+        let mut status = EtcdBackupScheduleStatus::default();
+        let t0 = Utc::now();
+        set_ready(&mut status, true, "Fresh", "a", t0);
+        set_ready(
+            &mut status,
+            true,
+            "Fresh",
+            "b",
+            t0 + chrono::Duration::seconds(60),
+        );
+        assert_eq!(status.conditions.len(), 1);
+        assert_eq!(status.conditions[0].last_transition_time, time(t0));
+        assert_eq!(status.conditions[0].message, "b");
+        set_ready(
+            &mut status,
+            false,
+            "Stale",
+            "c",
+            t0 + chrono::Duration::seconds(90),
+        );
+        assert_eq!(
+            status.conditions[0].last_transition_time,
+            time(t0 + chrono::Duration::seconds(90))
+        );
+    }
+}
