@@ -46,6 +46,11 @@ impl LabCgroups {
         })
     }
 
+    /// The lab's subtree under a given cgroup2 mount point.
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
     /// The cgroup2 mount point.
     pub fn hierarchy_root(&self) -> &Path {
         &self.root

@@ -287,3 +287,82 @@ async fn http_get_plain(address: &str, path: &str) -> std::result::Result<String
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args_of(component: Component, overrides: &[(&str, &str)]) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = LabPaths::new(dir.path());
+        let pki = Pki::ensure(&paths.pki()).unwrap();
+        let binaries = Binaries {
+            kubernetes: "/k8s".into(),
+            etcd_3_6: "/etcd".into(),
+            etcd_images: Default::default(),
+        };
+        let cgroups = LabCgroups::at("/sys/fs/cgroup");
+        let flags: BTreeMap<String, String> = overrides
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let control_plane = ControlPlane {
+            paths: &paths,
+            pki: &pki,
+            binaries: &binaries,
+            cgroups: &cgroups,
+            controller_manager_flags: &flags,
+        };
+        control_plane
+            .spec(component)
+            .args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn apiserver_runs_as_a_real_cluster_does() {
+        let args = args_of(Component::ApiServer, &[]);
+        for expected in [
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            "--secure-port=6443",
+            "--bind-address=0.0.0.0",
+            "--advertise-address=10.244.0.1",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--kubelet-preferred-address-types=InternalIP",
+            "--etcd-servers=http://127.0.0.1:2479",
+        ] {
+            assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
+        }
+        // DefaultTolerationSeconds stays on: no plugin is disabled.
+        assert!(
+            !args
+                .iter()
+                .any(|a| a.starts_with("--disable-admission-plugins"))
+        );
+    }
+
+    #[test]
+    fn controller_manager_keeps_defaults_unless_overridden() {
+        let defaults = args_of(Component::ControllerManager, &[]);
+        assert!(defaults.iter().any(|a| a == "--controllers=*"));
+        assert!(
+            !defaults
+                .iter()
+                .any(|a| a.starts_with("--node-monitor-grace-period"))
+        );
+        let shortened = args_of(
+            Component::ControllerManager,
+            &[("node-monitor-grace-period", "20s")],
+        );
+        assert_eq!(
+            shortened
+                .iter()
+                .filter(|a| a.starts_with("--node-monitor-grace-period"))
+                .collect::<Vec<_>>(),
+            ["--node-monitor-grace-period=20s"]
+        );
+    }
+}
