@@ -115,6 +115,8 @@ pub fn running(pid_file: &Path, cgroups: &LabCgroups, cgroup: &str) -> Option<i3
 pub fn stop(pid: i32, grace: Duration) {
     let target = Pid::from_raw(pid);
     let _ = kill(target, Signal::SIGTERM);
+    // A frozen (SIGSTOPped) process handles SIGTERM only once it runs again.
+    let _ = kill(target, Signal::SIGCONT);
     let deadline = Instant::now() + grace;
     while alive(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
