@@ -60,6 +60,10 @@ pub enum LabError {
     NotUp(PathBuf),
     #[error("{0}")]
     Invalid(String),
+    #[error(
+        "a lab with state directory {0} is running (one lab per machine); take it down first: ETCD_LAB_DIR={0} etcd-lab down"
+    )]
+    OtherLabRunning(PathBuf),
 }
 
 impl LabError {

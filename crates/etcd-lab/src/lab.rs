@@ -85,6 +85,7 @@ impl Lab {
         )?;
         config.etcd_lab_binary = Some(etcd_lab_binary.clone());
 
+        crate::current::ensure_not_other(paths.root(), &cgroups)?;
         if let Ok(existing) = LabConfig::load(&paths.config_json()) {
             let lab = Self {
                 paths: paths.clone(),
@@ -128,6 +129,7 @@ impl Lab {
         ] {
             std::fs::create_dir_all(&dir).context(|| format!("create {}", dir.display()))?;
         }
+        crate::current::set(paths.root())?;
         let pki = Pki::ensure(&paths.pki())?;
         write_control_plane_kubeconfigs(&paths, &pki)?;
         config.save(&paths.config_json())?;

@@ -11,6 +11,7 @@ pub mod cgroup;
 pub mod client;
 pub mod config;
 pub mod controlplane;
+pub mod current;
 pub mod error;
 pub mod exec;
 pub mod faults;

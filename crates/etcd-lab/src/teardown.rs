@@ -19,7 +19,10 @@ pub fn has_leftovers(paths: &LabPaths, cgroups: &LabCgroups) -> bool {
 }
 
 /// Stops everything. Keeps `$ETCD_LAB_DIR` (minus pid files) when `keep_data`.
+/// Refuses (without touching anything) while a lab of another state
+/// directory runs.
 pub fn down(paths: &LabPaths, cgroups: &LabCgroups, keep_data: bool) -> Result<()> {
+    crate::current::ensure_not_other(paths.root(), cgroups)?;
     // Agents and services first (they stop their pods), then the control
     // plane from the top, the backing etcd last.
     let mut pid_files: Vec<PathBuf> = std::fs::read_dir(paths.run())
@@ -57,6 +60,7 @@ pub fn down(paths: &LabPaths, cgroups: &LabCgroups, keep_data: bool) -> Result<(
     cgroups.destroy(Duration::from_secs(10))?;
     etcd_lab_node::network::teardown_all().map_err(|e| LabError::Network(e.to_string()))?;
     unmount_under(paths.root())?;
+    crate::current::clear(paths.root());
     if keep_data {
         let run = paths.run();
         if run.exists() {
