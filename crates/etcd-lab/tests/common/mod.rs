@@ -76,6 +76,19 @@ impl LabTest {
         let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
             .map_err(|(_, e)| e)
             .expect("lock");
+        // Holding the lock, no test uses another lab: a lab left up for
+        // reuse is stopped (its data kept), as one lab runs per machine.
+        if let Some(other) = etcd_lab::current::current()
+            && other != Path::new(lab_dir)
+        {
+            let down = etcd_lab_cli(&other.to_string_lossy(), &["down", "--keep-data"]);
+            assert!(
+                down.status.success(),
+                "stopping the lab at {}: {}",
+                other.display(),
+                String::from_utf8_lossy(&down.stderr)
+            );
+        }
         if Path::new(lab_dir).exists() {
             // Left by an earlier failed run: start from an empty lab.
             assert!(
