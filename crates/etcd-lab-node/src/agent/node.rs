@@ -48,6 +48,16 @@ pub fn node_labels(config: &AgentConfig) -> BTreeMap<String, String> {
     ])
 }
 
+/// Annotations a kubelet sets when it registers. The attach-detach
+/// controller only attaches volumes (creates VolumeAttachments) for nodes
+/// that say their volumes are controller-managed.
+pub fn node_annotations() -> BTreeMap<String, String> {
+    BTreeMap::from([(
+        "volumes.kubernetes.io/controller-managed-attach-detach".to_owned(),
+        "true".to_owned(),
+    )])
+}
+
 /// Node status as the kubelet reports it.
 pub fn node_status(
     config: &AgentConfig,
@@ -156,7 +166,10 @@ pub(crate) async fn register(ctx: &NodeContext) -> Result<String, kube::Error> {
     let name = &ctx.config.node_name;
     let node = match api.get_opt(name).await? {
         Some(n) => {
-            let patch = serde_json::json!({ "metadata": { "labels": node_labels(&ctx.config) } });
+            let patch = serde_json::json!({ "metadata": {
+                "labels": node_labels(&ctx.config),
+                "annotations": node_annotations(),
+            } });
             api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .unwrap_or(n)
@@ -166,6 +179,7 @@ pub(crate) async fn register(ctx: &NodeContext) -> Result<String, kube::Error> {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
                     labels: Some(node_labels(&ctx.config)),
+                    annotations: Some(node_annotations()),
                     ..Default::default()
                 },
                 ..Default::default()
