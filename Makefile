@@ -1,9 +1,11 @@
 # Entry points. Everything runs as root (the lab creates network namespaces).
-.PHONY: setup upstream build demo test lint bench down
+.PHONY: deps setup upstream build demo test bench down
 
-setup: ## system packages, pinned upstream binaries, release build
+deps: ## system packages and the pinned upstream binaries
 	bash scripts/install-deps.sh
 	bash tools/build-upstream.sh >/dev/null
+
+setup: deps ## plus a release build of the workspace
 	cargo build --release --locked
 
 upstream:
@@ -15,7 +17,7 @@ build:
 demo: setup ## the lab with a durable etcd cluster surviving the loss of a majority
 	bash scripts/demo.sh
 
-test: setup ## lint, unit, property, etcd integration and end-to-end lab tests
+test: deps ## lint, unit, property, etcd integration and end-to-end lab tests
 	bash scripts/test.sh
 
 bench: setup

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: lint, generated-file drift, unit and property tests,
 # integration tests against real etcd, and end-to-end tests on the lab.
-# Needs root (the lab creates network namespaces) and `make setup` done.
+# Needs root (the lab creates network namespaces) and the upstream binaries
+# (`make deps`). Everything runs in the dev profile: one build serves the
+# binaries and every test, which keeps CI's compile time down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,26 +15,29 @@ cargo fmt --all --check
 step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "build the binaries the tests start (etcd-lab, etcd-operator)"
+cargo build --workspace --bins --locked
+
 step "CRD drift: deploy/ must match the Rust types"
-./target/release/etcd-operator crd >/tmp/etcd-operator-crd.yaml
+./target/debug/etcd-operator crd >/tmp/etcd-operator-crd.yaml
 # `crd` prints every CRD as one stream, each document led by `---`.
 for crd in etcdclusters etcdbackups etcdbackupschedules; do
 	echo '---'
 	cat "deploy/crds/$crd.yaml"
 done | diff -u - /tmp/etcd-operator-crd.yaml
 
-step "unit, property and etcd integration tests (release profile: one build for everything)"
-cargo test --workspace --locked --release --lib --bins
-cargo test -p etcd-operator --locked --release --test etcd_layer
+step "unit, property and etcd integration tests"
+cargo test --workspace --locked --lib --bins
+cargo test -p etcd-operator --locked --test etcd_layer
 for t in $(ls crates/etcd-operator/tests/backup_*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//'); do
-	cargo test -p etcd-operator --locked --release --test "$t"
+	cargo test -p etcd-operator --locked --test "$t"
 done
 
 step "end-to-end tests on the lab (one lab at a time)"
-./target/release/etcd-lab down >/dev/null 2>&1 || true
+./target/debug/etcd-lab down >/dev/null 2>&1 || true
 for t in $(ls crates/etcd-lab/tests/*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//'); do
-	cargo test -p etcd-lab --locked --release --test "$t" -- --test-threads=1 --nocapture
+	cargo test -p etcd-lab --locked --test "$t" -- --test-threads=1 --nocapture
 done
 for t in $(ls crates/etcd-operator/tests/e2e_*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//'); do
-	cargo test -p etcd-operator --locked --release --test "$t" -- --test-threads=1 --nocapture
+	cargo test -p etcd-operator --locked --test "$t" -- --test-threads=1 --nocapture
 done
