@@ -31,7 +31,13 @@ pub struct ProcessSpec {
 
 /// The shell step that puts itself in the cgroup, then forks the process in
 /// a new session; the process is reparented to init when the shell exits.
-const LAUNCHER: &str = r#"cgroup="$1"; log="$2"; pidfile="$3"; shift 3
+///
+/// Descriptors inherited from whoever started the lab (other than 0-2) are
+/// closed first: a lab left running must not keep them open, such as the
+/// test lock `flock /run/etcd-lab-tests.lock make demo` holds on fd 3
+/// (bash, as dash cannot close descriptors above 9).
+const LAUNCHER: &str = r#"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
+cgroup="$1"; log="$2"; pidfile="$3"; shift 3
 echo $$ > "$cgroup/cgroup.procs" || exit 90
 setsid "$@" </dev/null >>"$log" 2>&1 &
 echo $! > "$pidfile.tmp" && mv "$pidfile.tmp" "$pidfile""#;
@@ -44,7 +50,7 @@ pub fn spawn(spec: &ProcessSpec, cgroups: &LabCgroups) -> Result<i32> {
             std::fs::create_dir_all(parent).context(|| format!("create {}", parent.display()))?;
         }
     }
-    let mut command = Command::new("/bin/sh");
+    let mut command = Command::new("/bin/bash");
     command
         .arg("-c")
         .arg(LAUNCHER)
