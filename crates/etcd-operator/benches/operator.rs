@@ -1,0 +1,641 @@
+//! Benchmark (not a timed test) of the operator on the lab, run outside the
+//! cluster as in the end-to-end tests, under the lab test lock:
+//!
+//! 1. time from creating a 3-member `EtcdCluster` to `Available` (each
+//!    cluster created alone, `BENCH_RUNS` times);
+//! 2. majority loss: 2 of 3 nodes stopped (quorum lost, checked by a failing
+//!    write), then started back to back: time from the last node's start to
+//!    the first successful write, beside etcd's own figure measured in the
+//!    same run on 3 etcd processes on loopback (2 killed, restarted back to
+//!    back, time from the last restart to the first successful write);
+//! 3. idle with 10 clusters of 3 members: the operator's RSS and CPU, and the
+//!    API requests it makes per minute. Requests are counted by routing the
+//!    operator's client through `kubectl proxy -v=6` on loopback: client-go
+//!    logs one `Response` line per request it forwards (watches included,
+//!    counted when they start), so the count is of the operator's requests
+//!    only, whatever else the lab's components do.
+//!
+//! Run as root: `cargo bench -p etcd-operator --bench operator` (or
+//! `make bench`). Figures go to `target/bench/operator.json` (`BENCH_OUT`
+//! sets the directory); a phase that fails records its error there instead
+//! of stopping the others.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Harness, TestResult};
+use etcd_client::PutOptions;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::ListParams;
+use serde_json::{Value, json};
+
+/// Clusters of the idle figure.
+const IDLE_CLUSTERS: usize = 10;
+/// Poll interval of every "time to" figure.
+const POLL: Duration = Duration::from_millis(200);
+/// How long quorum stays lost before the nodes (or processes) come back.
+const HOLD_LOST: Duration = Duration::from_secs(5);
+
+fn main() {
+    common::run(|h| Box::pin(bench(h)));
+}
+
+fn runs() -> usize {
+    env_number("BENCH_RUNS", 3).max(1)
+}
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn out_dir() -> PathBuf {
+    std::env::var_os("BENCH_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench"))
+}
+
+fn cluster_name(i: usize) -> String {
+    format!("bench-{i:02}")
+}
+
+async fn bench(h: &mut Harness) -> TestResult {
+    let runs = runs();
+    let mut figures = BTreeMap::<String, Value>::new();
+    figures.insert("runs".into(), json!(runs));
+    let save = |figures: &BTreeMap<String, Value>| -> TestResult {
+        let dir = out_dir();
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("operator.json");
+        std::fs::write(&path, serde_json::to_string_pretty(figures)?)?;
+        eprintln!("figures written to {}", path.display());
+        Ok(())
+    };
+
+    let phase = |r: TestResult<Value>| r.unwrap_or_else(|e| json!({ "error": e.to_string() }));
+
+    let create = phase(create_to_available(h, runs).await);
+    eprintln!("create to Available: {create}");
+    figures.insert("create_to_available".into(), create);
+    save(&figures)?;
+
+    let etcd = phase(etcd_restart_to_write(runs).await);
+    eprintln!("etcd alone: {etcd}");
+    let operator = phase(majority_loss(h, runs).await);
+    eprintln!("operator: {operator}");
+    let ratio = match (
+        operator.get("median_s").and_then(Value::as_f64),
+        etcd.get("median_s").and_then(Value::as_f64),
+    ) {
+        (Some(o), Some(e)) if e > 0.0 => json!(o / e),
+        _ => Value::Null,
+    };
+    figures.insert(
+        "majority_loss".into(),
+        json!({ "operator": operator, "etcd": etcd, "ratio": ratio }),
+    );
+    save(&figures)?;
+
+    let idle = phase(idle(h).await);
+    eprintln!("idle: {idle}");
+    figures.insert("idle".into(), idle);
+    save(&figures)
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+fn summary(samples: &[f64]) -> Value {
+    json!({ "samples_s": samples, "median_s": median(samples) })
+}
+
+fn spec() -> Value {
+    json!({
+        "replicas": 3,
+        "storage": { "storageClassName": "lab-network", "size": "1Gi" },
+    })
+}
+
+// ---------------------------------------------------------------------------
+// 1. Create to Available
+
+async fn create_to_available(h: &Harness, runs: usize) -> TestResult<Value> {
+    let mut samples = Vec::new();
+    for i in 0..runs {
+        let name = cluster_name(i);
+        let started = Instant::now();
+        h.create_cluster(&name, spec()).await?;
+        poll_until(
+            &format!("{name} Available"),
+            Duration::from_secs(300),
+            || available(h, &name),
+        )
+        .await?;
+        let seconds = started.elapsed().as_secs_f64();
+        eprintln!("{name}: created to Available in {seconds:.1} s");
+        samples.push(seconds);
+    }
+    Ok(summary(&samples))
+}
+
+async fn available(h: &Harness, name: &str) -> TestResult<bool> {
+    let status = h.status(name).await?;
+    Ok(common::condition_true(&status, "Available")
+        && status.ready_members == 3
+        && status.members.len() == 3)
+}
+
+async fn poll_until<F, Fut>(what: &str, timeout: Duration, mut check: F) -> TestResult
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = TestResult<bool>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last_error = String::new();
+    loop {
+        match check().await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(error) => last_error = error.to_string(),
+        }
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting for {what} ({last_error})").into());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 2. Majority loss
+
+/// One write through a fresh client on these endpoints, within 2 s.
+async fn try_write(endpoints: Vec<String>) -> bool {
+    if endpoints.is_empty() {
+        return false;
+    }
+    let attempt = async {
+        let mut client = common::etcd_at(endpoints).await?;
+        client
+            .put("/bench/probe", "x", None::<PutOptions>)
+            .await
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+        TestResult::Ok(())
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), attempt).await,
+        Ok(Ok(()))
+    )
+}
+
+/// Client endpoints of every pod of cluster `name` that has an IP (ready or
+/// not: readiness lags behind etcd serving).
+async fn member_endpoints(h: &Harness, name: &str) -> TestResult<Vec<String>> {
+    Ok(member_pods(h, name)
+        .await?
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
+        .map(|ip| format!("http://{ip}:2379"))
+        .collect())
+}
+
+async fn member_pods(h: &Harness, name: &str) -> TestResult<Vec<Pod>> {
+    let prefix = format!("{name}-");
+    Ok(h.pods
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| {
+            p.name_any()
+                .strip_prefix(&prefix)
+                .is_some_and(|rest| rest.parse::<u32>().is_ok())
+        })
+        .collect())
+}
+
+/// Writes until one succeeds; returns the seconds since `from`.
+async fn first_write<F, Fut>(from: Instant, timeout: Duration, mut endpoints: F) -> TestResult<f64>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = TestResult<Vec<String>>>,
+{
+    loop {
+        if try_write(endpoints().await.unwrap_or_default()).await {
+            return Ok(from.elapsed().as_secs_f64());
+        }
+        if from.elapsed() > timeout {
+            return Err(format!("no successful write within {timeout:?}").into());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Writes until one fails (quorum lost).
+async fn until_write_fails<F, Fut>(timeout: Duration, mut endpoints: F) -> TestResult
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = TestResult<Vec<String>>>,
+{
+    let deadline = Instant::now() + timeout;
+    while try_write(endpoints().await?).await {
+        if Instant::now() > deadline {
+            return Err("writes still succeed: quorum not lost".into());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
+}
+
+async fn majority_loss(h: &Harness, runs: usize) -> TestResult<Value> {
+    let name = cluster_name(0);
+    let mut samples = Vec::new();
+    let mut back_to_available = Vec::new();
+    for run in 0..runs {
+        poll_until(
+            "every bench cluster Available",
+            Duration::from_secs(300),
+            || async {
+                for i in 0..runs {
+                    if !available(h, &cluster_name(i)).await? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            },
+        )
+        .await?;
+        let mut nodes: Vec<String> = member_pods(h, &name)
+            .await?
+            .into_iter()
+            .filter_map(|p| p.spec?.node_name)
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        if nodes.len() < 3 {
+            return Err(format!("{name} is on {nodes:?}: needs 3 distinct nodes").into());
+        }
+        // A different pair each run.
+        let stopped = [nodes[run % 3].clone(), nodes[(run + 1) % 3].clone()];
+        eprintln!("run {run}: stopping {stopped:?}");
+        for node in &stopped {
+            h.lab.node_stop(node)?;
+        }
+        let lost = until_write_fails(Duration::from_secs(30), || member_endpoints(h, &name)).await;
+        tokio::time::sleep(HOLD_LOST).await;
+        h.lab.node_start(&stopped[0])?;
+        let last_start = Instant::now();
+        h.lab.node_start(&stopped[1])?;
+        lost?;
+        let seconds = first_write(last_start, Duration::from_secs(300), || {
+            member_endpoints(h, &name)
+        })
+        .await?;
+        eprintln!("run {run}: first write {seconds:.1} s after the last node's start");
+        samples.push(seconds);
+        poll_until(
+            &format!("{name} Available"),
+            Duration::from_secs(300),
+            || available(h, &name),
+        )
+        .await?;
+        back_to_available.push(last_start.elapsed().as_secs_f64());
+    }
+    let mut value = summary(&samples);
+    value["available_again"] = summary(&back_to_available);
+    Ok(value)
+}
+
+/// 3 etcd processes (the pinned 3.6 set, the version the clusters run) on
+/// loopback: 2 killed, quorum lost for the same hold, restarted back to back.
+async fn etcd_restart_to_write(runs: usize) -> TestResult<Value> {
+    let binary = etcd_lab::upstream::ETCD_3_6.dir().join("etcd");
+    if !binary.is_file() {
+        return Err(format!(
+            "{} is missing: run tools/build-upstream.sh",
+            binary.display()
+        )
+        .into());
+    }
+    let dir = tempfile::tempdir()?;
+    let mut members: Vec<LocalEtcd> = (0..3)
+        .map(|i| LocalEtcd::new(dir.path(), i))
+        .collect::<TestResult<_>>()?;
+    let initial = members
+        .iter()
+        .map(|m| format!("{}={}", m.name, m.peer_url))
+        .collect::<Vec<_>>()
+        .join(",");
+    for member in &mut members {
+        member.start(&binary, &initial)?;
+    }
+    let endpoints: Vec<String> = members.iter().map(|m| m.client_url.clone()).collect();
+    let all = || {
+        let endpoints = endpoints.clone();
+        async move { TestResult::Ok(endpoints) }
+    };
+    first_write(Instant::now(), Duration::from_secs(60), all).await?;
+    let mut samples = Vec::new();
+    for run in 0..runs {
+        let victims = [run % 3, (run + 1) % 3];
+        for &i in &victims {
+            members[i].kill();
+        }
+        until_write_fails(Duration::from_secs(30), all).await?;
+        tokio::time::sleep(HOLD_LOST).await;
+        members[victims[0]].start(&binary, &initial)?;
+        let last_start = Instant::now();
+        members[victims[1]].start(&binary, &initial)?;
+        let seconds = first_write(last_start, Duration::from_secs(60), all).await?;
+        eprintln!("etcd run {run}: first write {seconds:.2} s after the last restart");
+        samples.push(seconds);
+        // Every member back before the next run.
+        let every = members.iter().map(|m| vec![m.client_url.clone()]);
+        for one in every {
+            let one = || {
+                let one = one.clone();
+                async move { TestResult::Ok(one) }
+            };
+            first_write(Instant::now(), Duration::from_secs(60), one).await?;
+        }
+    }
+    Ok(summary(&samples))
+}
+
+/// One etcd process on loopback; killed when dropped.
+struct LocalEtcd {
+    name: String,
+    client_url: String,
+    peer_url: String,
+    data_dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl LocalEtcd {
+    fn new(root: &Path, i: usize) -> TestResult<Self> {
+        Ok(Self {
+            name: format!("m{i}"),
+            client_url: format!("http://127.0.0.1:{}", free_port()?),
+            peer_url: format!("http://127.0.0.1:{}", free_port()?),
+            data_dir: root.join(format!("m{i}")),
+            log: root.join(format!("m{i}.log")),
+            child: None,
+        })
+    }
+
+    fn start(&mut self, binary: &Path, initial: &str) -> TestResult {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let child = Command::new(binary)
+            .args(["--name", &self.name])
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["--listen-client-urls", &self.client_url])
+            .args(["--advertise-client-urls", &self.client_url])
+            .args(["--listen-peer-urls", &self.peer_url])
+            .args(["--initial-advertise-peer-urls", &self.peer_url])
+            .args(["--initial-cluster", initial])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", "bench"])
+            .args(["--log-level", "warn"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for LocalEtcd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> TestResult<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+// ---------------------------------------------------------------------------
+// 3. Idle with 10 clusters
+
+/// A process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn idle(h: &mut Harness) -> TestResult<Value> {
+    let settle = Duration::from_secs(env_number("BENCH_IDLE_SETTLE_SECONDS", 60) as u64);
+    let window = Duration::from_secs(env_number("BENCH_IDLE_SECONDS", 120) as u64);
+    for i in 0..IDLE_CLUSTERS {
+        if h.clusters.get_opt(&cluster_name(i)).await?.is_none() {
+            h.create_cluster(&cluster_name(i), spec()).await?;
+        }
+    }
+    let started = Instant::now();
+    poll_until(
+        &format!("{IDLE_CLUSTERS} clusters Available"),
+        Duration::from_secs(600),
+        || async {
+            for i in 0..IDLE_CLUSTERS {
+                if !available(h, &cluster_name(i)).await? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        },
+    )
+    .await?;
+    eprintln!(
+        "{IDLE_CLUSTERS} clusters Available after {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // The operator again, its client through a counting proxy, with leader
+    // election as deployed.
+    h.stop_operator();
+    let work = tempfile::tempdir()?;
+    let port = free_port()?;
+    let kubectl = etcd_lab::upstream::KUBERNETES.dir().join("kubectl");
+    let proxy_log = work.path().join("proxy.log");
+    let _proxy = Killed(
+        Command::new(&kubectl)
+            .args(["proxy", "--address=127.0.0.1", "-v=6"])
+            .arg(format!("--port={port}"))
+            .env("KUBECONFIG", h.lab.kubeconfig_path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&proxy_log)?)
+            .spawn()?,
+    );
+    let kubeconfig = work.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+             users:\n- name: proxy\n  user: {{}}\ncontexts:\n- name: proxy\n  context:\n    cluster: proxy\n    user: proxy\n    namespace: {}\n\
+             current-context: proxy\n",
+            h.namespace
+        ),
+    )?;
+    poll_until("kubectl proxy", Duration::from_secs(30), || async {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
+    })
+    .await?;
+    let operator_log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&h.operator_log)?;
+    let operator = Killed(
+        Command::new(common::OPERATOR)
+            .args([
+                "run",
+                "--leader-election=true",
+                "--identity=bench",
+                "--metrics-address=127.0.0.1:0",
+            ])
+            .arg(format!("--lease-namespace={}", h.namespace))
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "info,kube_runtime::controller=warn")
+            .stdout(Stdio::null())
+            .stderr(operator_log)
+            .spawn()?,
+    );
+    let pid = operator.0.id();
+    tokio::time::sleep(settle).await;
+
+    let requests_before = proxy_requests(&proxy_log)?;
+    let cpu_before = cpu_ticks(pid)?;
+    let window_start = Instant::now();
+    let mut rss = Vec::new();
+    while window_start.elapsed() < window {
+        rss.push(rss_mib(pid)?);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    let elapsed = window_start.elapsed().as_secs_f64();
+    let requests_after = proxy_requests(&proxy_log)?;
+    let cpu_after = cpu_ticks(pid)?;
+    rss.push(rss_mib(pid)?);
+    drop(operator);
+    h.start_operator()?;
+
+    let in_window = &requests_after[requests_before.len()..];
+    let mut by_verb = BTreeMap::<String, usize>::new();
+    for (verb, _) in in_window {
+        *by_verb.entry(verb.clone()).or_default() += 1;
+    }
+    let watches = in_window
+        .iter()
+        .filter(|(_, url)| url.contains("watch=true") || url.contains("watch=1"))
+        .count();
+    let per_minute = in_window.len() as f64 / elapsed * 60.0;
+    let ticks_per_second = 100.0;
+    let cpu = (cpu_after - cpu_before) as f64 / ticks_per_second / elapsed;
+    Ok(json!({
+        "clusters": IDLE_CLUSTERS,
+        "members_per_cluster": 3,
+        "settle_s": settle.as_secs(),
+        "window_s": elapsed,
+        "requests": in_window.len(),
+        "requests_per_minute": per_minute,
+        "requests_by_verb": by_verb,
+        "watch_requests": watches,
+        "rss_mib_median": median(&rss),
+        "rss_mib_max": rss.iter().copied().fold(0.0, f64::max),
+        "cpu_percent_of_one_core": cpu * 100.0,
+        "requests_before_window": requests_before.len(),
+    }))
+}
+
+/// (verb, url) of every request `kubectl proxy -v=6` logged (client-go's
+/// `"Response" verb=... url=...` lines, or `VERB URL STATUS in N
+/// milliseconds` in older versions).
+fn proxy_requests(log: &Path) -> TestResult<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(log)?;
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            if line.contains("\"Response\"") {
+                let field = |key: &str| {
+                    let start = line.find(&format!("{key}=\""))? + key.len() + 2;
+                    let end = line[start..].find('"')? + start;
+                    Some(line[start..end].to_owned())
+                };
+                return Some((field("verb")?, field("url")?));
+            }
+            if line.contains(" milliseconds") {
+                let message = line.split("] ").nth(1)?;
+                let mut words = message.split_whitespace();
+                let verb = words.next()?.to_owned();
+                let url = words.next()?.to_owned();
+                if url.starts_with("http") {
+                    return Some((verb, url));
+                }
+            }
+            None
+        })
+        .collect())
+}
+
+/// utime + stime of a process, in clock ticks (100 per second on Linux).
+fn cpu_ticks(pid: u32) -> TestResult<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after_name = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or("malformed stat")?;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // Fields 14 and 15 of stat; field 3 is the first after the name.
+    let utime: u64 = fields.get(11).ok_or("no utime")?.parse()?;
+    let stime: u64 = fields.get(12).ok_or("no stime")?.parse()?;
+    Ok(utime + stime)
+}
+
+fn rss_mib(pid: u32) -> TestResult<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .ok_or("no VmRSS")?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()?;
+    Ok(kib / 1024.0)
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The bench command: lab and operator figures on the lab (root, `make setup`
+# done), folded into docs/benchmarks.md with the date, machine and commit.
+# Not part of CI. BENCH_RUNS (default 3) sets the runs of each median.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=target/bench
+mkdir -p "$out"
+rm -f "$out/lab.json" "$out/operator.json"
+failed=0
+
+printf '\n=== lab footprint\n'
+cargo bench -p etcd-lab --locked --bench lab_footprint || failed=1
+printf '\n=== operator on the lab\n'
+cargo bench -p etcd-operator --locked --bench operator || failed=1
+
+bash scripts/bench-report.sh "$out" >docs/benchmarks.md
+echo "wrote docs/benchmarks.md"
+exit "$failed"
