@@ -7,4 +7,5 @@ pub mod member_guard;
 pub mod planner;
 pub mod reconcile;
 pub mod resources;
+pub mod restore_volume;
 pub mod telemetry;

@@ -37,6 +37,9 @@ enum Command {
     /// Init container of every member pod: refuse to start etcd on data that
     /// belongs to another member or cluster (durability rule 1).
     MemberGuard(member_guard::MemberGuardArgs),
+    /// Steps of the restore Pod around `etcdutl snapshot restore`, on the
+    /// surviving member's volume (a restore into a new incarnation).
+    RestoreVolume(etcd_operator::restore_volume::RestoreVolumeArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -80,6 +83,13 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => report(run_controller(args)),
         Command::Crd => report(print_crd()),
+        Command::RestoreVolume(args) => match etcd_operator::restore_volume::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("{error}");
+                ExitCode::FAILURE
+            }
+        },
         Command::MemberGuard(args) => match member_guard::run(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {

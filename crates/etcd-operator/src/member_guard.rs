@@ -76,6 +76,26 @@ pub struct MemberGuardArgs {
     /// accepted as a new member.
     #[arg(long, env = "MEMBER_GUARD_EXPECT_DATA", default_value_t = false)]
     pub expect_data: bool,
+
+    /// A Pod-scoped copy of the marker (in an `emptyDir`, which lives as
+    /// long as the Pod): written after every pass, and read at the next
+    /// start of a container of the same Pod. While it exists the volume's
+    /// own marker must still be there and agree: a marker that vanished
+    /// under a running Pod means the volume was wiped or replaced, even when
+    /// the operator has not recorded the member ID yet.
+    #[arg(long, env = "MEMBER_GUARD_SEEN_MARKER")]
+    pub seen_marker: Option<PathBuf>,
+
+    /// After a pass, copy this executable to this path (the init container
+    /// installs the guard into an `emptyDir`, so that the etcd container can
+    /// run it before every start of etcd, restarts included).
+    #[arg(long, env = "MEMBER_GUARD_INSTALL_TO")]
+    pub install_to: Option<PathBuf>,
+
+    /// After a pass, replace this process with this command (etcd), so that
+    /// etcd never starts on data the guard has not checked.
+    #[arg(last = true)]
+    pub exec: Vec<String>,
 }
 
 fn parse_hex_id(text: &str) -> Result<u64, String> {
@@ -149,6 +169,14 @@ pub enum Refusal {
         field: &'static str,
         found: String,
         expected: String,
+    },
+    #[error(
+        "identity marker {path} is unreadable ({reason}): cannot prove the data belongs to member {member_name}, refusing to start"
+    )]
+    CorruptMarker {
+        member_name: String,
+        path: String,
+        reason: String,
     },
 }
 
@@ -259,9 +287,25 @@ pub fn run(args: MemberGuardArgs) -> Result<(), MemberGuardError> {
         Some(path) => path.clone(),
         None => default_marker_path(&args.data_dir)?,
     };
+    // A marker that cannot be read proves nothing: the data is refused, like
+    // foreign data, rather than retried forever.
+    let marker = read_marker(&marker_path).map_err(|error| match error {
+        MemberGuardError::InvalidMarker { path, reason } => {
+            MemberGuardError::Refused(Refusal::CorruptMarker {
+                member_name: args.member_name.clone(),
+                path: path.display().to_string(),
+                reason,
+            })
+        }
+        other => other,
+    })?;
     let volume = VolumeState {
-        marker: read_marker(&marker_path)?,
+        marker,
         data_present: data_present(&args.data_dir)?,
+    };
+    let seen = match &args.seen_marker {
+        Some(path) => read_marker(path)?,
+        None => None,
     };
     let expected = ExpectedIdentity {
         cluster_token: args.cluster_token,
@@ -270,15 +314,79 @@ pub fn run(args: MemberGuardArgs) -> Result<(), MemberGuardError> {
         member_id: args.member_id,
         expect_data: args.expect_data,
     };
-    match decide(&expected, &volume) {
-        GuardDecision::Refuse(refusal) => Err(refusal.into()),
+    let passed = match decide_in_pod(&expected, seen.as_ref(), &volume) {
+        GuardDecision::Refuse(refusal) => return Err(refusal.into()),
         GuardDecision::Start { write_marker } => {
-            if let Some(marker) = write_marker {
-                write_marker_file(&marker_path, &marker)?;
+            if let Some(marker) = &write_marker {
+                write_marker_file(&marker_path, marker)?;
             }
-            Ok(())
+            write_marker.or(volume.marker)
         }
+    };
+    if let (Some(path), Some(marker)) = (&args.seen_marker, &passed) {
+        write_marker_file(path, marker)?;
     }
+    if let Some(target) = &args.install_to {
+        install_self(target)?;
+    }
+    if let Some((program, rest)) = args.exec.split_first() {
+        use std::os::unix::process::CommandExt;
+        let error = std::process::Command::new(program).args(rest).exec();
+        return Err(MemberGuardError::Io {
+            action: "executing",
+            path: PathBuf::from(program),
+            source: error,
+        });
+    }
+    Ok(())
+}
+
+/// The decision at a start of a container of a Pod whose earlier container
+/// saw `seen` on the volume: the volume's marker must still be there (it
+/// only vanishes with the volume's content), with the IDs seen then, and
+/// data once the marker said it had some.
+pub fn decide_in_pod(
+    expected: &ExpectedIdentity,
+    seen: Option<&MemberMarker>,
+    volume: &VolumeState,
+) -> GuardDecision {
+    let Some(seen) = seen else {
+        return decide(expected, volume);
+    };
+    let member_name = expected.member_name.clone();
+    if volume.marker.is_none() {
+        return GuardDecision::Refuse(if volume.data_present {
+            Refusal::DataWithoutMarker { member_name }
+        } else {
+            Refusal::DataLostNoMarker { member_name }
+        });
+    }
+    let sharpened = ExpectedIdentity {
+        cluster_id: expected.cluster_id.or(seen.cluster_id),
+        member_id: expected.member_id.or(seen.member_id),
+        expect_data: expected.expect_data || seen.has_had_data,
+        ..expected.clone()
+    };
+    decide(&sharpened, volume)
+}
+
+/// Copies the running executable to `target` (temporary file, then rename).
+fn install_self(target: &Path) -> Result<(), MemberGuardError> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |action: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| MemberGuardError::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    let source = std::env::current_exe().map_err(io("locating", Path::new("/proc/self/exe")))?;
+    let temporary = target.with_extension("tmp");
+    fs::copy(&source, &temporary).map_err(io("copying to", &temporary))?;
+    fs::set_permissions(&temporary, fs::Permissions::from_mode(0o555))
+        .map_err(io("setting the mode of", &temporary))?;
+    fs::rename(&temporary, target).map_err(io("renaming into", target))
 }
 
 /// `member-identity.json` beside the data directory.
@@ -323,7 +431,7 @@ fn data_present(data_dir: &Path) -> Result<bool, MemberGuardError> {
 }
 
 /// Writes the marker atomically (temporary file, fsync, rename, fsync dir).
-fn write_marker_file(path: &Path, marker: &MemberMarker) -> Result<(), MemberGuardError> {
+pub fn write_marker_file(path: &Path, marker: &MemberMarker) -> Result<(), MemberGuardError> {
     let io = |action: &'static str, path: &Path| {
         let path = path.to_path_buf();
         move |source| MemberGuardError::Io {
@@ -403,6 +511,50 @@ mod tests {
             marker,
             data_present,
         }
+    }
+
+    #[test]
+    fn a_marker_seen_by_the_pod_must_still_be_on_the_volume() {
+        // The guard of this Pod saw the marker before etcd first started
+        // (no data yet, member ID not recorded): the volume is wiped while
+        // etcd runs, and the next start of etcd is refused.
+        let seen = MemberMarker {
+            member_id: None,
+            ..marker(false)
+        };
+        let without_id = ExpectedIdentity {
+            member_id: None,
+            ..expected(false)
+        };
+        assert!(matches!(
+            decide_in_pod(&without_id, Some(&seen), &volume(None, false)),
+            GuardDecision::Refuse(Refusal::DataLostNoMarker { .. })
+        ));
+        assert!(matches!(
+            decide_in_pod(&without_id, Some(&seen), &volume(None, true)),
+            GuardDecision::Refuse(Refusal::DataWithoutMarker { .. })
+        ));
+        // The first start of etcd after the init container: no data yet.
+        assert!(matches!(
+            decide_in_pod(&without_id, Some(&seen), &volume(Some(seen.clone()), false)),
+            GuardDecision::Start { .. }
+        ));
+        // A restart on an intact volume passes; one emptied under its
+        // marker does not.
+        let had = marker(true);
+        assert!(matches!(
+            decide_in_pod(&without_id, Some(&had), &volume(Some(had.clone()), true)),
+            GuardDecision::Start { .. }
+        ));
+        assert!(matches!(
+            decide_in_pod(&without_id, Some(&had), &volume(Some(had.clone()), false)),
+            GuardDecision::Refuse(Refusal::DataLost { .. })
+        ));
+        // Without a Pod-scoped copy (a new Pod), the plain rule applies.
+        assert_eq!(
+            decide_in_pod(&without_id, None, &volume(None, false)),
+            decide(&without_id, &volume(None, false))
+        );
     }
 
     #[test]
@@ -562,6 +714,9 @@ mod tests {
             cluster_id: None,
             member_id: Some(0xabc),
             expect_data,
+            seen_marker: None,
+            install_to: None,
+            exec: Vec::new(),
         }
     }
 
@@ -596,11 +751,12 @@ mod tests {
     }
 
     #[test]
-    fn corrupt_marker_is_an_error_not_a_new_member() -> Result<(), Box<dyn std::error::Error>> {
+    fn corrupt_marker_is_refused_not_a_new_member() -> Result<(), Box<dyn std::error::Error>> {
         let volume = tempfile::tempdir()?;
         fs::write(volume.path().join(MARKER_FILE_NAME), "{not json")?;
         let error = run(args(volume.path(), false)).err().ok_or("accepted")?;
-        assert!(matches!(error, MemberGuardError::InvalidMarker { .. }));
+        assert!(error.is_refusal(), "{error}");
+        assert!(error.to_string().contains("unreadable"), "{error}");
         Ok(())
     }
 }

@@ -55,6 +55,51 @@ pub struct EtcdClusterStatus {
     /// The last action the operator took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_operation: Option<LastOperation>,
+
+    /// The restore into a new incarnation that is in progress, or the last
+    /// one (with `completed`). Recorded before the first step of a restore,
+    /// so that it is carried through to the end after an operator restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreStatus>,
+}
+
+/// A restore from a surviving member into a new incarnation.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreStatus {
+    /// Token of the new incarnation.
+    pub incarnation: String,
+    /// Token of the incarnation whose majority was lost.
+    pub from_incarnation: String,
+    /// Cluster ID (hex) of the incarnation whose majority was lost.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "fromClusterID"
+    )]
+    pub from_cluster_id: Option<String>,
+    /// The surviving member whose data is restored.
+    pub survivor: String,
+    /// The survivor's ordinal.
+    pub survivor_ordinal: i32,
+    /// The survivor's revision when the restore was approved: the newest
+    /// data kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// The step in progress, in words.
+    pub step: String,
+    /// When the restore started.
+    pub started: Time,
+    /// When the new incarnation first served (the restore is over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed: Option<Time>,
+}
+
+impl RestoreStatus {
+    /// Whether the restore is still in progress.
+    pub fn in_progress(&self) -> bool {
+        self.completed.is_none()
+    }
 }
 
 /// The phase of a cluster.

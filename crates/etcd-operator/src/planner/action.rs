@@ -142,6 +142,28 @@ pub enum Action {
         /// Token of the new incarnation.
         new_token: String,
     },
+    /// Run the restore Pod on the survivor's volume: `etcdutl snapshot
+    /// restore` of its db into the new incarnation (one member, new cluster
+    /// ID), the old data dir kept beside it.
+    RunRestore {
+        /// The survivor's ordinal.
+        ordinal: u32,
+        /// Token of the new incarnation.
+        token: String,
+    },
+    /// Delete the restore Pod (done, or to run it again).
+    DeleteRestorePod {
+        /// Why.
+        reason: String,
+    },
+    /// Record on the survivor's PVC that it now holds the new incarnation's
+    /// data (the old member and cluster IDs are cleared).
+    AdoptRestoredVolume {
+        /// The survivor's ordinal.
+        ordinal: u32,
+        /// Token of the new incarnation.
+        token: String,
+    },
 }
 
 impl Action {
@@ -161,6 +183,9 @@ impl Action {
             Self::RemoveMember { .. } => "RemoveMember",
             Self::TransferLeadership { .. } => "TransferLeadership",
             Self::RestoreFromSurvivor { .. } => "RestoreFromSurvivor",
+            Self::RunRestore { .. } => "RunRestore",
+            Self::DeleteRestorePod { .. } => "DeleteRestorePod",
+            Self::AdoptRestoredVolume { .. } => "AdoptRestoredVolume",
         }
     }
 
@@ -247,6 +272,15 @@ impl Action {
                 revision
                     .map(|r| r.to_string())
                     .unwrap_or_else(|| "unknown".to_string())
+            ),
+            Self::RunRestore { ordinal, token } => format!(
+                "restoring the data of {} into incarnation {token}",
+                member(ordinal)
+            ),
+            Self::DeleteRestorePod { reason } => format!("deleting the restore Pod: {reason}"),
+            Self::AdoptRestoredVolume { ordinal, token } => format!(
+                "recording incarnation {token} on the PVC of {}",
+                member(ordinal)
             ),
         }
     }

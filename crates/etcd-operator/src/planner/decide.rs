@@ -63,6 +63,8 @@ pub struct Context<'a> {
     pub bootstrap_replicas: u32,
     /// Desired voters.
     pub replicas: u32,
+    /// The restore into a new incarnation in progress, if any.
+    pub restoring: Option<crate::api::RestoreStatus>,
 }
 
 impl<'a> Context<'a> {
@@ -80,12 +82,24 @@ impl<'a> Context<'a> {
         } else {
             None
         };
-        let cluster_id = live_cluster_id.or(status_cluster_id).or(pvc_cluster_id);
-        let token = o
-            .status
-            .cluster_token
-            .clone()
-            .unwrap_or_else(|| first_token(o));
+        let restoring = o.status.restore.clone().filter(|r| r.in_progress());
+        // While a restore runs, only the new incarnation serving tells its
+        // cluster ID; the lost incarnation's IDs (status, PVCs) are history.
+        let cluster_id = match &restoring {
+            Some(restore) => {
+                let lost = restore.from_cluster_id.as_deref().and_then(parse_id);
+                live_cluster_id.filter(|id| Some(*id) != lost)
+            }
+            None => live_cluster_id.or(status_cluster_id).or(pvc_cluster_id),
+        };
+        let token = match &restoring {
+            Some(restore) => restore.incarnation.clone(),
+            None => o
+                .status
+                .cluster_token
+                .clone()
+                .unwrap_or_else(|| first_token(o)),
+        };
         let replicas = o.spec.replica_count();
         let bootstrap_replicas = o
             .status
@@ -100,10 +114,11 @@ impl<'a> Context<'a> {
             cluster_id,
             bootstrap_replicas,
             replicas,
+            restoring,
         }
     }
 
-    fn name(&self, ordinal: u32) -> String {
+    pub(crate) fn name(&self, ordinal: u32) -> String {
         crate::resources::names::member_name(&self.o.name, ordinal)
     }
 
@@ -180,6 +195,7 @@ pub fn decide(cx: &Context<'_>) -> Step {
     }
     [
         children as fn(&Context<'_>) -> Option<Step>,
+        super::restore::restore_in_progress,
         bootstrap,
         release_pods_on_gone_nodes,
         record_identity,
@@ -588,8 +604,11 @@ fn release_stale_pod(cx: &Context<'_>, ordinal: u32) -> Option<Step> {
     })
 }
 
-/// Scale down: one member at a time, highest ordinal first, leadership
-/// moved away first; then its Pod; then its PVC by the retention policy.
+/// Scale down: one member at a time among the ordinals beyond
+/// `spec.replicas`: an unhealthy one first (it serves nobody, and waiting for
+/// it to be healthy would block the scale-down forever), else the highest
+/// ordinal; leadership moved away first; then its Pod; then its PVC by the
+/// retention policy. Never below a quorum of healthy voters (rule 5).
 fn scale_down(cx: &Context<'_>) -> Option<Step> {
     if cx.membership.source != Source::Live || !cx.membership.quorum {
         return None;
@@ -598,9 +617,19 @@ fn scale_down(cx: &Context<'_>) -> Option<Step> {
         .membership
         .voters()
         .filter(|m| m.ordinal.is_some_and(|o| o >= cx.replicas))
-        .max_by_key(|m| m.ordinal);
+        .max_by_key(|m| (!m.healthy, m.ordinal));
     if let Some(member) = extra {
-        if !cx.membership.change_allowed(&[]) {
+        let except: &[u64] = if member.healthy { &[] } else { &[member.id] };
+        if !cx.membership.change_allowed(except) {
+            return wait(Waiting::HealthNotStable);
+        }
+        let remaining = cx.membership.voter_count() - 1;
+        let healthy_remaining = cx
+            .membership
+            .voters()
+            .filter(|m| m.id != member.id && m.healthy)
+            .count();
+        if remaining == 0 || healthy_remaining < quorum(remaining) {
             return wait(Waiting::HealthNotStable);
         }
         if member.leader {
@@ -617,7 +646,11 @@ fn scale_down(cx: &Context<'_>) -> Option<Step> {
         return act(Action::RemoveMember {
             id: member.id,
             ordinal: member.ordinal,
-            reason: "scaling down".to_string(),
+            reason: if member.healthy {
+                "scaling down".to_string()
+            } else {
+                "scaling down (an unhealthy member first)".to_string()
+            },
         });
     }
     let leftovers: Vec<u32> =

@@ -15,6 +15,7 @@ mod decide;
 mod evidence;
 mod membership;
 mod observed;
+mod restore;
 mod status;
 
 #[cfg(test)]
@@ -27,7 +28,7 @@ pub use decide::{Step, Waiting};
 pub use membership::{HEALTH_STABILITY, quorum};
 pub use observed::{
     Children, GuardRefusal, NodeState, Observed, OrdinalObjects, PodPhase, PodState, PvcPhase,
-    PvcState, VolumeKind,
+    PvcState, RestorePodState, VolumeKind,
 };
 
 use crate::api::ConditionType;

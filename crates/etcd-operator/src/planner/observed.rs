@@ -34,6 +34,23 @@ pub struct Observed {
     /// Every Node of the Kubernetes cluster by name. A Node absent from this
     /// map has been deleted.
     pub nodes: BTreeMap<String, NodeState>,
+    /// The Pod that restores a survivor's data into a new incarnation, if
+    /// one exists.
+    pub restore_pod: Option<RestorePodState>,
+}
+
+/// The state of the restore Pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestorePodState {
+    /// Scheduled, starting or running.
+    Running,
+    /// Every step succeeded: the survivor's volume holds the new
+    /// incarnation's data.
+    Succeeded,
+    /// A step failed; the message says which.
+    Failed(String),
+    /// Terminating.
+    Deleting,
 }
 
 /// Cluster-wide child objects that exist.

@@ -9,7 +9,7 @@ use super::membership::{KnownMember, Source};
 use crate::api::identity::format_id;
 use crate::api::{
     ConditionType, EtcdClusterStatus, LastOperation, MemberRole, MemberStatus, OperationState,
-    Phase, version,
+    Phase, RestoreStatus, version,
 };
 use crate::resources::names::{member_name, pvc_name};
 
@@ -23,6 +23,12 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         .filter(|m| m.healthy && m.role.is_some())
         .count();
     let quorum = cx.membership.source == Source::Live && cx.membership.quorum;
+    let starting_restore = matches!(
+        step,
+        Step::Act(crate::planner::Action::RestoreFromSurvivor { .. })
+    );
+    // A restore in progress until the new incarnation serves.
+    let restoring = cx.restoring.is_some() && cx.cluster_id.is_none();
     let mut conditions = Vec::new();
     let mut set = |type_: ConditionType, status: bool, reason: &str, message: String| {
         conditions.push(condition(cx, type_, status, reason, message));
@@ -101,6 +107,13 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
                 survivor_revision(cx)
             ),
         ),
+        _ if restoring => (
+            true,
+            format!(
+                "restoring into a new incarnation: {}",
+                restore_step(cx, step)
+            ),
+        ),
         _ => (false, "no loss of data of a majority is known".to_string()),
     };
     set(
@@ -157,10 +170,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
 
     let phase = if o.spec.paused {
         Phase::Paused
-    } else if matches!(
-        step,
-        Step::Act(crate::planner::Action::RestoreFromSurvivor { .. })
-    ) {
+    } else if starting_restore || restoring {
         Phase::Recovering
     } else if data_lost {
         Phase::MajorityDataLost
@@ -185,7 +195,14 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         }),
         Step::Wait(_) => previous.last_operation.clone(),
     };
-    let bootstrap_replicas = previous.bootstrap_replicas.or_else(|| {
+    let restore = restore_status(cx, step);
+    // The new incarnation starts with the survivor alone.
+    let bootstrap_replicas = if starting_restore || restoring {
+        Some(1)
+    } else {
+        previous.bootstrap_replicas
+    };
+    let bootstrap_replicas = bootstrap_replicas.or_else(|| {
         matches!(step, Step::Act(crate::planner::Action::CreatePod { bootstrap, .. }) if bootstrap.is_new())
             .then(|| i32::try_from(cx.bootstrap_replicas).unwrap_or(i32::MAX))
     });
@@ -194,10 +211,16 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         .flatten()
         .max();
 
+    let (cluster_id, cluster_token) = match step {
+        Step::Act(crate::planner::Action::RestoreFromSurvivor { new_token, .. }) => {
+            (None, new_token.clone())
+        }
+        _ => (cx.cluster_id.map(format_id), cx.token.clone()),
+    };
     EtcdClusterStatus {
         observed_generation: o.generation,
-        cluster_id: cx.cluster_id.map(format_id),
-        cluster_token: Some(cx.token.clone()),
+        cluster_id,
+        cluster_token: Some(cluster_token),
         bootstrap_replicas,
         phase: Some(phase),
         members,
@@ -205,6 +228,54 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         newest_revision,
         conditions,
         last_operation,
+        restore,
+    }
+}
+
+/// The restore record: created by the pass that starts a restore, its step
+/// updated on every pass, completed once the new incarnation serves.
+fn restore_status(cx: &Context<'_>, step: &Step) -> Option<RestoreStatus> {
+    if let Step::Act(crate::planner::Action::RestoreFromSurvivor {
+        ordinal,
+        revision,
+        new_token,
+        ..
+    }) = step
+    {
+        return Some(RestoreStatus {
+            incarnation: new_token.clone(),
+            from_incarnation: cx.token.clone(),
+            from_cluster_id: cx.cluster_id.map(format_id),
+            survivor: member_name(&cx.o.name, *ordinal),
+            survivor_ordinal: i32::try_from(*ordinal).unwrap_or(i32::MAX),
+            revision: *revision,
+            step: "approved; stopping the members of the lost incarnation".to_string(),
+            started: Time(cx.o.now),
+            completed: None,
+        });
+    }
+    let mut restore = cx.o.status.restore.clone()?;
+    if restore.in_progress() {
+        match cx.cluster_id {
+            Some(id) => {
+                restore.completed = Some(Time(cx.o.now));
+                restore.step = format!(
+                    "done: incarnation {} serves as cluster {}",
+                    restore.incarnation,
+                    format_id(id)
+                );
+            }
+            None => restore.step = restore_step(cx, step),
+        }
+    }
+    Some(restore)
+}
+
+fn restore_step(cx: &Context<'_>, step: &Step) -> String {
+    match step {
+        Step::Act(action) => action.describe(&cx.o.name),
+        Step::Wait(Waiting::InProgress(what) | Waiting::NeedsAttention(what)) => what.clone(),
+        Step::Wait(other) => format!("{other:?}"),
     }
 }
 

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 
 use super::FIELD_MANAGER;
 use super::error::ActError;
+use crate::api::identity::{CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION};
 use crate::etcd::{ConnectSettings, EtcdAdmin, MemberId, format_id};
 
 /// A child object to apply.
@@ -108,6 +109,17 @@ pub enum Step {
         /// etcd member ID of the new leader.
         id: MemberId,
     },
+    /// Record the PVC as holding a new incarnation's data: its token set,
+    /// the lost incarnation's cluster and member IDs cleared.
+    ResetPvcIdentity {
+        /// PVC name.
+        name: String,
+        /// Token of the new incarnation.
+        token: String,
+    },
+    /// Nothing to do against the API server or etcd: the pass records a
+    /// restore in status, which is written after the step.
+    RecordRestore,
 }
 
 /// What a successful step changed, for the Event and the log.
@@ -191,6 +203,23 @@ pub async fn execute(
                 })?;
             Ok(done(step))
         }
+        Step::ResetPvcIdentity { name, token } => {
+            let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+            let patch = serde_json::json!({ "metadata": { "annotations": {
+                CLUSTER_TOKEN_ANNOTATION: token,
+                CLUSTER_ID_ANNOTATION: null,
+                MEMBER_ID_ANNOTATION: null,
+            } } });
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|source| ActError::Apply {
+                    kind: "PersistentVolumeClaim",
+                    name: name.clone(),
+                    source,
+                })?;
+            Ok(done(step))
+        }
+        Step::RecordRestore => Ok(done(step)),
         Step::MoveLeader { id, .. } => {
             admin(endpoints, etcd_settings, "move leader")?
                 .move_leader(*id)
@@ -258,6 +287,14 @@ pub fn done(step: &Step) -> Done {
             reason: "LeaderMoved",
             note: format!("moved leadership to {name} ({})", format_id(*id)),
         },
+        Step::ResetPvcIdentity { name, token } => Done {
+            reason: "VolumeClaimAdopted",
+            note: format!("recorded incarnation {token} on PersistentVolumeClaim {name}"),
+        },
+        Step::RecordRestore => Done {
+            reason: "RestoreStarted",
+            note: "recorded the restore in status".to_string(),
+        },
     }
 }
 
@@ -277,6 +314,8 @@ pub fn action_name(step: &Step) -> &'static str {
         Step::PromoteLearner { .. } => "PromoteLearner",
         Step::RemoveMember { .. } => "RemoveMember",
         Step::MoveLeader { .. } => "MoveLeader",
+        Step::ResetPvcIdentity { .. } => "AdoptVolumeClaim",
+        Step::RecordRestore => "RecordRestore",
     }
 }
 

@@ -9,13 +9,17 @@ use kube::ResourceExt;
 use crate::api::identity::{
     CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION, MemberIdentity, parse_id,
 };
-use crate::member_guard::REFUSAL_EXIT_CODE;
-use crate::planner::{GuardRefusal, NodeState, PodPhase, PodState, PvcPhase, PvcState, VolumeKind};
+use crate::member_guard::{REFUSAL_EXIT_CODE, REFUSAL_PREFIX};
+use crate::planner::{
+    GuardRefusal, NodeState, PodPhase, PodState, PvcPhase, PvcState, RestorePodState, VolumeKind,
+};
 
 /// The taint by which a person confirms a node is shut down.
 pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
 /// Name of the init container that checks a member's data identity.
 pub const MEMBER_GUARD_CONTAINER: &str = "member-guard";
+/// Name of the etcd container (which starts etcd through the guard).
+pub const ETCD_CONTAINER: &str = "etcd";
 
 /// Whether the node's Ready condition is True, and since when it is not.
 pub fn node_readiness(node: &Node) -> (bool, Option<Timestamp>) {
@@ -60,7 +64,15 @@ pub fn pinned_node(volume: &PersistentVolume) -> Option<String> {
 /// The one-line refusal of the member guard, if its last run exited with
 /// the refusal code (empty when the runtime gave no termination message).
 /// A guard that has since passed (its current run exited 0) refuses nothing.
+/// The guard runs twice per Pod: as the init container, and before every
+/// start of etcd in the etcd container (whose refusal carries the
+/// [`REFUSAL_PREFIX`], told apart from etcd's own exits).
 pub fn guard_refusal(pod: &Pod, refusal_exit_code: i32) -> Option<String> {
+    init_guard_refusal(pod, refusal_exit_code)
+        .or_else(|| etcd_guard_refusal(pod, refusal_exit_code))
+}
+
+fn init_guard_refusal(pod: &Pod, refusal_exit_code: i32) -> Option<String> {
     let statuses = pod.status.as_ref()?.init_container_statuses.as_ref()?;
     let guard = statuses.iter().find(|s| s.name == MEMBER_GUARD_CONTAINER)?;
     let current = guard.state.as_ref().and_then(|s| s.terminated.as_ref());
@@ -73,6 +85,30 @@ pub fn guard_refusal(pod: &Pod, refusal_exit_code: i32) -> Option<String> {
         .filter_map(|s| s.terminated.as_ref())
         .find(|t| t.exit_code == refusal_exit_code)
         .map(|t| t.message.clone().unwrap_or_default().trim().to_owned())
+}
+
+fn etcd_guard_refusal(pod: &Pod, refusal_exit_code: i32) -> Option<String> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    let etcd = statuses.iter().find(|s| s.name == ETCD_CONTAINER)?;
+    if etcd.state.as_ref().is_some_and(|s| s.running.is_some()) {
+        return None;
+    }
+    [etcd.state.as_ref(), etcd.last_state.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.terminated.as_ref())
+        .filter(|t| t.exit_code == refusal_exit_code)
+        .map(|t| {
+            t.message
+                .as_deref()
+                .and_then(|m| m.trim().lines().last())
+                .unwrap_or_default()
+                .trim()
+                .to_owned()
+        })
+        // Without a termination message (a runtime that gives none), the
+        // refusal code alone: etcd itself never exits with it.
+        .find(|m| m.is_empty() || m.starts_with(REFUSAL_PREFIX))
 }
 
 /// What a refusal line of the member guard says about the data.
@@ -171,6 +207,35 @@ pub fn pod_state(pod: &Pod) -> PodState {
             .and_then(|s| s.containers.iter().find(|c| c.name == "etcd"))
             .and_then(|c| c.image.as_deref())
             .and_then(image_version),
+    }
+}
+
+/// The planner's view of the restore Pod.
+pub fn restore_pod_state(pod: &Pod) -> RestorePodState {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return RestorePodState::Deleting;
+    }
+    let status = pod.status.as_ref();
+    match status.and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded") => RestorePodState::Succeeded,
+        Some("Failed") => {
+            let message = status
+                .into_iter()
+                .flat_map(|s| {
+                    s.init_container_statuses
+                        .iter()
+                        .flatten()
+                        .chain(s.container_statuses.iter().flatten())
+                })
+                .filter_map(|c| c.state.as_ref()?.terminated.as_ref())
+                .filter(|t| t.exit_code != 0)
+                .filter_map(|t| t.message.clone())
+                .map(|m| m.trim().lines().last().unwrap_or_default().to_owned())
+                .next()
+                .unwrap_or_else(|| "no termination message".to_owned());
+            RestorePodState::Failed(message)
+        }
+        _ => RestorePodState::Running,
     }
 }
 
@@ -279,6 +344,41 @@ mod tests {
         );
         assert_eq!(guard_refusal(&pod, 1), None);
         assert_eq!(guard_refusal(&Pod::default(), 2), None);
+    }
+
+    #[test]
+    fn finds_the_refusal_of_the_guard_that_starts_etcd() {
+        let etcd = |message: &str, running: bool| Pod {
+            status: Some(PodStatus {
+                container_statuses: Some(vec![ContainerStatus {
+                    name: ETCD_CONTAINER.into(),
+                    state: running.then(|| ContainerState {
+                        running: Some(Default::default()),
+                        ..Default::default()
+                    }),
+                    last_state: Some(ContainerState {
+                        terminated: Some(ContainerStateTerminated {
+                            exit_code: 3,
+                            message: Some(message.into()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let refused = "member-guard refused: data dir is empty: its data is lost\n";
+        assert_eq!(
+            guard_refusal(&etcd(refused, false), 3).as_deref(),
+            Some(refused.trim())
+        );
+        // etcd itself exiting with the same code is no refusal.
+        assert_eq!(guard_refusal(&etcd("panic: raft", false), 3), None);
+        // Running again: a later start passed the guard.
+        assert_eq!(guard_refusal(&etcd(refused, true), 3), None);
     }
 
     #[test]

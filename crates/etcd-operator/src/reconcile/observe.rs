@@ -17,7 +17,7 @@ use kube::{Api, Client, ResourceExt};
 use super::endpoints::pod_endpoints;
 use super::error::ObserveError;
 use crate::api::EtcdCluster;
-use crate::api::identity::CLUSTER_LABEL;
+use crate::api::identity::{CLUSTER_LABEL, ORDINAL_LABEL};
 use crate::etcd::{ConnectSettings, ObservedEtcd};
 use crate::planner::Children;
 use crate::resources::names::{client_service_name, pdb_name, peer_service_name};
@@ -134,7 +134,13 @@ pub async fn observe(
         pdb,
     };
 
-    let endpoints = pod_endpoints(&pods, "http", CLIENT_PORT);
+    // Member Pods only (the restore Pod runs no etcd).
+    let endpoints = pod_endpoints(
+        pods.iter()
+            .filter(|p| p.labels().contains_key(ORDINAL_LABEL)),
+        "http",
+        CLIENT_PORT,
+    );
     let etcd = if endpoints.is_empty() {
         ObservedEtcd::nothing_observed()
     } else {

@@ -8,18 +8,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::act::{Child, Step};
 use super::facts;
 use super::observe::Snapshot;
-use crate::api::{
-    ConditionType, EtcdCluster, EtcdClusterStatus, LastOperation, OperationState, Phase,
-};
+use crate::api::{EtcdCluster, EtcdClusterStatus};
 use crate::planner::{self, Action, EventType, Observed, OrdinalObjects};
 use crate::resources::names::{member_name, ordinal_of_member, pvc_name};
+use crate::resources::restore::restore_pod_name;
 use crate::resources::{self, MemberAddressing};
 
 /// What the seam needs beyond the observation to build objects.
@@ -69,7 +67,7 @@ pub fn plan(
     let observed = observed(cluster, snapshot, now);
     let planned = planner::plan(&observed);
     let action_kind = planned.action.as_ref().map(Action::kind);
-    let mut events: Vec<PlanEvent> = planned
+    let events: Vec<PlanEvent> = planned
         .events
         .iter()
         // The action's own Event is published by the pipeline with its outcome.
@@ -81,15 +79,12 @@ pub fn plan(
             action: "Observe".to_owned(),
         })
         .collect();
-    let mut status = planned.status;
+    let status = planned.status;
     let description = planned.action.as_ref().map(|a| a.describe(&observed.name));
-    let step = planned.action.as_ref().and_then(|action| {
-        let step = to_step(action, cluster, snapshot, settings);
-        if step.is_none() {
-            refuse_restore(action, &observed, &mut status, &mut events);
-        }
-        step
-    });
+    let step = planned
+        .action
+        .as_ref()
+        .map(|action| to_step(action, cluster, snapshot, settings));
     let requeue_after = if step.is_some() {
         // Re-observe before the next step.
         Duration::from_secs(1)
@@ -103,41 +98,6 @@ pub fn plan(
         events,
         requeue_after,
     }
-}
-
-/// Restoring from a survivor is not built yet: never act half-way. Status
-/// and a Warning Event say so; the data of the survivor stays untouched.
-fn refuse_restore(
-    action: &Action,
-    observed: &Observed,
-    status: &mut EtcdClusterStatus,
-    events: &mut Vec<PlanEvent>,
-) {
-    let note = format!(
-        "{} was allowed by spec.recovery, but restoring from a survivor is not implemented in this release: nothing was changed",
-        action.describe(&observed.name)
-    );
-    status.phase = Some(Phase::MajorityDataLost);
-    if let Some(condition) = status
-        .conditions
-        .iter_mut()
-        .find(|c| c.type_ == ConditionType::MajorityDataLost.as_str())
-    {
-        condition.reason = "RestoreNotImplemented".to_owned();
-        condition.message = format!("{}; {note}", condition.message);
-    }
-    status.last_operation = Some(LastOperation {
-        type_: action.kind().to_owned(),
-        description: note.clone(),
-        state: OperationState::Failed,
-        time: Time(observed.now),
-    });
-    events.push(PlanEvent {
-        warning: true,
-        reason: "RestoreNotImplemented".to_owned(),
-        note,
-        action: action.kind().to_owned(),
-    });
 }
 
 /// The planner's view of a snapshot.
@@ -165,7 +125,14 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
             ordinals.entry(ordinal).or_default().pod = Some(facts::pod_state(pod));
         }
     }
+    let restore_name = restore_pod_name(&name);
+    let restore_pod = snapshot
+        .pods
+        .iter()
+        .find(|p| p.name_any() == restore_name)
+        .map(facts::restore_pod_state);
     Observed {
+        restore_pod,
         name,
         uid: cluster.uid().unwrap_or_default(),
         generation: cluster.metadata.generation,
@@ -183,14 +150,13 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
     }
 }
 
-/// The concrete step of an action; `None` for an action this release
-/// cannot carry out (a restore).
+/// The concrete step of an action.
 fn to_step(
     action: &Action,
     cluster: &EtcdCluster,
     snapshot: &Snapshot,
     settings: &BuildSettings,
-) -> Option<Step> {
+) -> Step {
     let name = cluster.name_any();
     let addressing = MemberAddressing {
         cluster_domain: settings.cluster_domain.clone(),
@@ -199,7 +165,14 @@ fn to_step(
     let member = |ordinal: u32| member_name(&name, ordinal);
     let member_of_id =
         |id: u64, ordinal: Option<u32>| ordinal.map_or_else(|| crate::etcd::format_id(id), member);
-    Some(match action {
+    let uid_of_pod = |pod_name: &str| {
+        snapshot
+            .pods
+            .iter()
+            .find(|p| p.name_any() == pod_name)
+            .and_then(|p| p.uid())
+    };
+    match action {
         Action::CreatePeerService => {
             Step::Apply(Child::Service(Box::new(resources::peer_service(cluster))))
         }
@@ -227,11 +200,7 @@ fn to_step(
         Action::DeletePod { ordinal, force, .. } => {
             let pod_name = member(*ordinal);
             Step::DeletePod {
-                uid: snapshot
-                    .pods
-                    .iter()
-                    .find(|p| p.name_any() == pod_name)
-                    .and_then(|p| p.uid()),
+                uid: uid_of_pod(&pod_name),
                 name: pod_name,
                 force: *force,
             }
@@ -274,9 +243,31 @@ fn to_step(
                 .unwrap_or_else(|| crate::etcd::format_id(*to)),
             id: *to,
         },
-        // Not implemented: refused by the caller, never half-done.
-        Action::RestoreFromSurvivor { .. } => return None,
-    })
+        // The restore is recorded in status (written after this step); the
+        // next passes carry out its steps.
+        Action::RestoreFromSurvivor { .. } => Step::RecordRestore,
+        Action::RunRestore { ordinal, token } => {
+            Step::Apply(Child::Pod(Box::new(resources::restore::restore_pod(
+                cluster,
+                &addressing,
+                &settings.operator_image,
+                *ordinal,
+                token,
+            ))))
+        }
+        Action::DeleteRestorePod { .. } => {
+            let pod_name = restore_pod_name(&name);
+            Step::DeletePod {
+                uid: uid_of_pod(&pod_name),
+                name: pod_name,
+                force: false,
+            }
+        }
+        Action::AdoptRestoredVolume { ordinal, token } => Step::ResetPvcIdentity {
+            name: pvc_name(&name, *ordinal),
+            token: token.clone(),
+        },
+    }
 }
 
 #[cfg(test)]

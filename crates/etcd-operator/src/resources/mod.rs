@@ -3,6 +3,8 @@
 
 pub mod names;
 mod objects;
+pub mod restore;
+pub mod scheduling;
 
 #[cfg(test)]
 mod tests;

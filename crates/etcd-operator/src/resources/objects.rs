@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, HTTPGetAction, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Probe, SecurityContext,
-    Service, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
+    Probe, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -17,6 +18,7 @@ use super::names::{
     CLIENT_PORT, METRICS_PORT, MemberAddressing, PEER_PORT, client_service_name, member_name,
     pdb_name, peer_service_name, pvc_name,
 };
+use super::scheduling;
 use crate::api::identity::{
     APP_NAME, CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, INSTANCE_LABEL,
     MANAGED_BY_LABEL, MANAGER, MEMBER_ID_ANNOTATION, MemberIdentity, NAME_LABEL, ORDINAL_LABEL,
@@ -29,6 +31,16 @@ use crate::planner::{Bootstrap, quorum};
 pub const DATA_MOUNT: &str = "/var/lib/etcd";
 /// The data dir, a sub-directory of the mount so its mode can be 0700.
 pub const DATA_DIR: &str = "/var/lib/etcd/data";
+/// Where the init container installs the guard for the etcd container (an
+/// `emptyDir`: it lives as long as the Pod, across container restarts).
+pub const GUARD_DIR: &str = "/var/run/etcd-operator";
+/// The guard installed in [`GUARD_DIR`].
+pub const GUARD_BINARY: &str = "/var/run/etcd-operator/etcd-operator";
+/// The Pod-scoped copy of the identity marker (see `member_guard`).
+pub const SEEN_MARKER: &str = "/var/run/etcd-operator/seen-member-identity.json";
+/// The etcd binary of the etcd images.
+pub const ETCD_BINARY: &str = "/usr/local/bin/etcd";
+
 /// The user etcd runs as.
 pub const ETCD_USER: i64 = 1000;
 
@@ -226,6 +238,7 @@ pub fn guard_args(member: &str, identity: &MemberIdentity) -> Vec<String> {
         args.push(format!("--member-id={}", format_id(id)));
         args.push("--expect-data".to_string());
     }
+    args.push(format!("--seen-marker={SEEN_MARKER}"));
     args
 }
 
@@ -262,23 +275,39 @@ pub fn member_pod(
         read_only_root_filesystem: Some(true),
         ..SecurityContext::default()
     };
+    let guard_mount = VolumeMount {
+        name: "guard".to_string(),
+        mount_path: GUARD_DIR.to_string(),
+        ..VolumeMount::default()
+    };
+    let member_guard_args = guard_args(&member_name(&name, ordinal), identity);
+    let mut init_args = member_guard_args.clone();
+    init_args.push(format!("--install-to={GUARD_BINARY}"));
+    // etcd starts through the guard installed by the init container, so
+    // that every start of etcd, container restarts included, is checked:
+    // a volume wiped under a running Pod is refused at the next start.
+    let mut etcd_command = member_guard_args;
+    etcd_command.push("--".to_string());
+    etcd_command.push(ETCD_BINARY.to_string());
+    etcd_command.extend(etcd_args(cluster, addressing, ordinal, bootstrap));
     let guard = Container {
         name: "member-guard".to_string(),
         image: Some(operator_image.to_string()),
         command: Some(vec!["/usr/local/bin/etcd-operator".to_string()]),
-        args: Some(guard_args(&member_name(&name, ordinal), identity)),
+        args: Some(init_args),
         // A refusal is one line on stderr: real kubelets turn it into the
         // termination message the operator reads.
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
-        volume_mounts: Some(vec![data_mount.clone()]),
+        volume_mounts: Some(vec![data_mount.clone(), guard_mount.clone()]),
         security_context: Some(container_security.clone()),
         ..Container::default()
     };
     let etcd = Container {
         name: "etcd".to_string(),
         image: Some(version::image(&cluster.spec.version)),
-        command: Some(vec!["/usr/local/bin/etcd".to_string()]),
-        args: Some(etcd_args(cluster, addressing, ordinal, bootstrap)),
+        command: Some(vec![GUARD_BINARY.to_string()]),
+        args: Some(etcd_command),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         ports: Some(vec![
             ContainerPort {
                 name: Some("client".to_string()),
@@ -299,7 +328,7 @@ pub fn member_pod(
         liveness_probe: Some(http_probe("/livez", 10, 6)),
         readiness_probe: Some(http_probe("/readyz", 5, 3)),
         resources: template.resources.clone(),
-        volume_mounts: Some(vec![data_mount]),
+        volume_mounts: Some(vec![data_mount, guard_mount]),
         security_context: Some(container_security),
         ..Container::default()
     };
@@ -321,21 +350,27 @@ pub fn member_pod(
             restart_policy: Some("Always".to_string()),
             init_containers: Some(vec![guard]),
             containers: vec![etcd],
-            volumes: Some(vec![Volume {
-                name: "data".to_string(),
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: pvc_name(&name, ordinal),
-                    read_only: Some(false),
-                }),
-                ..Volume::default()
-            }]),
+            volumes: Some(vec![
+                Volume {
+                    name: "data".to_string(),
+                    persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                        claim_name: pvc_name(&name, ordinal),
+                        read_only: Some(false),
+                    }),
+                    ..Volume::default()
+                },
+                Volume {
+                    name: "guard".to_string(),
+                    empty_dir: Some(EmptyDirVolumeSource::default()),
+                    ..Volume::default()
+                },
+            ]),
             security_context: Some(security_context),
             node_selector: (!template.node_selector.is_empty())
                 .then(|| template.node_selector.clone()),
-            affinity: template.affinity.clone(),
+            affinity: Some(scheduling::affinity(&name, template)),
             tolerations: (!template.tolerations.is_empty()).then(|| template.tolerations.clone()),
-            topology_spread_constraints: (!template.topology_spread_constraints.is_empty())
-                .then(|| template.topology_spread_constraints.clone()),
+            topology_spread_constraints: Some(scheduling::topology_spread(&name, template)),
             priority_class_name: template.priority_class_name.clone(),
             termination_grace_period_seconds: Some(30),
             ..PodSpec::default()

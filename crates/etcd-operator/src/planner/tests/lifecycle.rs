@@ -287,6 +287,76 @@ fn majority_data_lost_waits_for_a_person() {
 }
 
 #[test]
+fn approved_restore_runs_to_a_full_new_incarnation() {
+    let mut sim = running(3, Volumes::Network);
+    let old_cluster = sim.status.cluster_id.clone();
+    let old_token = sim.status.cluster_token.clone();
+    sim.wipe(0);
+    sim.wipe(1);
+    sim.run(20);
+    sim.spec.recovery.approved_incarnation = old_token.clone();
+    // The restore is recorded first, then its steps, each one visible.
+    let action = sim.reconcile();
+    assert!(
+        matches!(action, Some(Action::RestoreFromSurvivor { ordinal: 2, .. })),
+        "{action:?}"
+    );
+    let restore = sim.status.restore.clone().expect("restore recorded");
+    assert_eq!(restore.survivor, "demo-2");
+    assert_eq!(sim.status.phase, Some(Phase::Recovering));
+    assert_ne!(sim.status.cluster_token, old_token);
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let kinds: Vec<&str> = sim.actions.iter().map(Action::kind).collect();
+    for kind in ["RunRestore", "AdoptRestoredVolume", "DeleteRestorePod"] {
+        assert!(kinds.contains(&kind), "{kind} missing: {kinds:?}");
+    }
+    assert!(
+        sim.status
+            .restore
+            .as_ref()
+            .is_some_and(|r| !r.in_progress()),
+        "{:#?}",
+        sim.status
+    );
+    assert_eq!(sim.healthy_voters(), 3, "{:#?}", sim.status);
+    assert_ne!(sim.status.cluster_id, old_cluster);
+    assert_eq!(sim.status.phase, Some(Phase::Running));
+    // The approval was for the lost incarnation: it never applies again.
+    sim.wipe(0);
+    sim.wipe(1);
+    sim.run(40);
+    let restores = sim
+        .actions
+        .iter()
+        .filter(|a| matches!(a, Action::RestoreFromSurvivor { .. }))
+        .count();
+    assert_eq!(restores, 1);
+}
+
+#[test]
+fn scale_down_removes_an_unhealthy_member_first() {
+    let mut sim = running(5, Volumes::Network);
+    // demo-3 is down (its node stopped); scale to 3: demo-3 goes first,
+    // without waiting for it to be healthy again.
+    let node = sim.node_of(3).expect("node");
+    sim.stop_node(&node);
+    sim.spec.replicas = 3;
+    sim.run(40);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let removed: Vec<Option<u32>> = sim
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::RemoveMember { ordinal, .. } => Some(*ordinal),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(removed.first(), Some(&Some(3)), "{removed:?}");
+    assert_eq!(sim.voters().count(), 3);
+}
+
+#[test]
 fn scale_up_and_down_one_member_at_a_time() {
     let mut sim = running(3, Volumes::Network);
     let cluster_id = sim.status.cluster_id.clone();

@@ -18,6 +18,8 @@ enum Fault {
     Wipe(u32),
     Wait(i64),
     Reconcile,
+    /// A person approves a restore of the current incarnation.
+    Approve,
 }
 
 fn fault() -> impl Strategy<Value = Fault> {
@@ -31,6 +33,7 @@ fn fault() -> impl Strategy<Value = Fault> {
         1 => (0u32..5).prop_map(Fault::Wipe),
         2 => prop_oneof![Just(5i64), Just(60), Just(400)].prop_map(Fault::Wait),
         8 => Just(Fault::Reconcile),
+        1 => Just(Fault::Approve),
     ]
 }
 
@@ -73,6 +76,9 @@ fn apply(sim: &mut Sim, fault: &Fault) {
             sim.reconcile();
             sim.advance(2);
         }
+        Fault::Approve => {
+            sim.spec.recovery.approved_incarnation = sim.status.cluster_token.clone();
+        }
     }
 }
 
@@ -81,8 +87,10 @@ fn check(replicas: i32, volumes: Volumes, faults: &[Fault]) -> Result<(), TestCa
     sim.run(60);
     prop_assert!(sim.violations.is_empty(), "bootstrap: {:?}", sim.violations);
     let cluster_id = sim.status.cluster_id.clone();
+    let mut approved = false;
     for fault in faults {
         apply(&mut sim, fault);
+        approved |= matches!(fault, Fault::Approve);
         prop_assert!(
             sim.violations.is_empty(),
             "after {fault:?}: {:?}\n{:#?}",
@@ -93,7 +101,7 @@ fn check(replicas: i32, volumes: Volumes, faults: &[Fault]) -> Result<(), TestCa
             .actions
             .iter()
             .any(|a| matches!(a, Action::RestoreFromSurvivor { .. }));
-        prop_assert!(!restored, "restore without approval");
+        prop_assert!(!restored || approved, "restore without approval");
     }
     // Heal: every node back, then let the operator work.
     let names: Vec<String> = sim.nodes.keys().cloned().collect();
@@ -102,6 +110,31 @@ fn check(replicas: i32, volumes: Volumes, faults: &[Fault]) -> Result<(), TestCa
     }
     sim.run(250);
     prop_assert!(sim.violations.is_empty(), "healing: {:?}", sim.violations);
+    let restored = sim
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::RestoreFromSurvivor { .. }));
+    if restored
+        && sim
+            .status
+            .restore
+            .as_ref()
+            .is_some_and(|r| !r.in_progress())
+    {
+        // A restore ran to its end: a full new incarnation.
+        prop_assert!(
+            sim.has_quorum(),
+            "no quorum after a restore: {:#?}",
+            sim.status
+        );
+        prop_assert_ne!(sim.status.cluster_id.clone(), cluster_id.clone());
+        prop_assert_eq!(
+            sim.healthy_voters(),
+            usize::try_from(replicas).unwrap_or(0),
+            "{:#?}",
+            sim.status
+        );
+    }
     if !sim.majority_ever_lost {
         prop_assert!(
             sim.has_quorum(),

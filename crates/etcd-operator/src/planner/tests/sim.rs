@@ -29,6 +29,18 @@ pub struct SimPvc {
     pub local_node: Option<String>,
     /// Ground truth: the member whose data the volume holds.
     pub data: Option<u64>,
+    /// The restore Pod wrote a new incarnation (this token) on the volume;
+    /// its member starts with `new` for that token.
+    pub restored: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct SimRestorePod {
+    pub ordinal: u32,
+    pub token: String,
+    pub done: bool,
+    /// `prepare` found no db (the survivor's data vanished meanwhile).
+    pub failed: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -74,6 +86,9 @@ pub struct Sim {
     pub violations: Vec<String>,
     pub actions: Vec<Action>,
     pub last_plan: Option<Plan>,
+    pub restore_pod: Option<SimRestorePod>,
+    /// Tokens every `--initial-cluster-state=new` start used.
+    pub new_tokens: Vec<String>,
 }
 
 impl Sim {
@@ -100,6 +115,8 @@ impl Sim {
             violations: Vec::new(),
             actions: Vec::new(),
             last_plan: None,
+            restore_pod: None,
+            new_tokens: Vec::new(),
         };
         for _ in 0..nodes {
             sim.add_node();
@@ -223,6 +240,20 @@ impl Sim {
         let pods = &self.pods;
         self.pvcs
             .retain(|ordinal, pvc| !pvc.deleting || pods.contains_key(ordinal));
+        // The restore Pod runs on the survivor's volume once it is free.
+        if let Some(restore) = self.restore_pod.as_mut()
+            && !restore.done
+            && !restore.failed
+            && !self.pods.contains_key(&restore.ordinal)
+            && let Some(pvc) = self.pvcs.get_mut(&restore.ordinal)
+        {
+            if pvc.data.is_some() {
+                restore.done = true;
+                pvc.restored = Some(restore.token.clone());
+            } else {
+                restore.failed = true;
+            }
+        }
         // Scheduling and starting.
         let ordinals: Vec<u32> = self.pods.keys().copied().collect();
         for ordinal in ordinals {
@@ -298,6 +329,30 @@ impl Sim {
         let Some(pvc) = self.pvcs.get(&ordinal).cloned() else {
             return;
         };
+        if let Some(restored) = &pvc.restored
+            && restored == pod.bootstrap.token()
+        {
+            let token = restored;
+            // The first start of a restored incarnation: one member, new
+            // cluster ID, the survivor's data.
+            let id = static_id(token, ordinal);
+            self.members = vec![SimMember {
+                id,
+                ordinal,
+                learner: false,
+                started: true,
+            }];
+            self.cluster_id = Some(static_id(token, 999));
+            if let Some(p) = self.pvcs.get_mut(&ordinal) {
+                p.data = Some(id);
+                p.restored = None;
+            }
+            if let Some(p) = self.pods.get_mut(&ordinal) {
+                p.running = true;
+                p.refusal = None;
+            }
+            return;
+        }
         let member_of_ordinal = self.members.iter().find(|m| m.ordinal == ordinal).cloned();
         let (running, refusal, data) = match (pvc.data, &pod.bootstrap) {
             (Some(d), _) => {
@@ -477,6 +532,15 @@ impl Sim {
             etcd: self.etcd_view(),
             ordinals,
             nodes,
+            restore_pod: self.restore_pod.as_ref().map(|r| {
+                if r.done {
+                    crate::planner::RestorePodState::Succeeded
+                } else if r.failed {
+                    crate::planner::RestorePodState::Failed("no db".to_string())
+                } else {
+                    crate::planner::RestorePodState::Running
+                }
+            }),
         }
     }
 
@@ -577,6 +641,7 @@ impl Sim {
                         identity: identity.clone(),
                         local_node: None,
                         data: None,
+                        restored: None,
                     },
                 );
             }
@@ -586,11 +651,19 @@ impl Sim {
                 if self.pods.contains_key(ordinal) {
                     self.violation("rule 4: a second Pod for a member", &action);
                 }
-                if bootstrap.is_new() && self.formed {
+                let restored_here = self.pvcs.get(ordinal).and_then(|p| p.restored.as_deref())
+                    == Some(bootstrap.token());
+                if bootstrap.is_new() && self.formed && !restored_here {
                     self.violation(
                         "rule 6: --initial-cluster-state=new after the first bootstrap",
                         &action,
                     );
+                }
+                if bootstrap.is_new() {
+                    if self.formed && self.new_tokens.iter().any(|t| t == bootstrap.token()) {
+                        self.violation("rule 6: a token used for two incarnations", &action);
+                    }
+                    self.new_tokens.push(bootstrap.token().to_string());
                 }
                 self.pods.insert(
                     *ordinal,
@@ -622,7 +695,14 @@ impl Sim {
                     .members
                     .iter()
                     .any(|m| m.ordinal == *ordinal && !m.learner && self.member_healthy(m));
-                if healthy_voter {
+                // An approved restore stops the survivor of an incarnation
+                // that has no quorum left to lose.
+                let restoring = self
+                    .status
+                    .restore
+                    .as_ref()
+                    .is_some_and(|r| r.in_progress());
+                if healthy_voter && (quorum_before || !restoring) {
                     let voters = self.voters().count();
                     if self.healthy_voters() - 1 < quorum(voters) {
                         self.violation(
@@ -638,7 +718,13 @@ impl Sim {
                 }
             }
             Action::DeletePvc { ordinal, .. } => {
-                if let Some(pvc) = self.pvcs.get(ordinal)
+                let restoring = self
+                    .status
+                    .restore
+                    .as_ref()
+                    .is_some_and(|r| r.in_progress());
+                if !restoring
+                    && let Some(pvc) = self.pvcs.get(ordinal)
                     && let Some(d) = pvc.data
                     && self.members.iter().any(|m| m.id == d)
                 {
@@ -729,6 +815,38 @@ impl Sim {
             Action::RestoreFromSurvivor { .. } => {
                 if self.majority_data_exists() {
                     self.violation("rule 7: restore while a majority's data exists", &action);
+                }
+            }
+            Action::RunRestore { ordinal, token } => {
+                if !self.pods.is_empty() {
+                    self.violation(
+                        "rule 4: restoring while a Pod of the lost incarnation may run",
+                        &action,
+                    );
+                }
+                if self.restore_pod.is_some() {
+                    self.violation("a second restore Pod", &action);
+                }
+                self.restore_pod = Some(SimRestorePod {
+                    ordinal: *ordinal,
+                    token: token.clone(),
+                    done: false,
+                    failed: false,
+                });
+            }
+            Action::DeleteRestorePod { .. } => {
+                self.restore_pod = None;
+            }
+            Action::AdoptRestoredVolume { ordinal, token } => {
+                if !self.restore_pod.as_ref().is_some_and(|r| r.done) {
+                    self.violation("adopting a volume the restore has not finished", &action);
+                }
+                if let Some(p) = self.pvcs.get_mut(ordinal) {
+                    p.identity = MemberIdentity {
+                        cluster_token: token.clone(),
+                        cluster_id: None,
+                        member_id: None,
+                    };
                 }
             }
         }

@@ -1,0 +1,156 @@
+//! The restore Pod: restores the survivor's data into a new incarnation on
+//! the survivor's own volume (see `planner::restore` and `restore_volume`).
+//! Three steps, each re-runnable: `restore-volume prepare` (operator image),
+//! `etcdutl snapshot restore` (etcd image), `restore-volume finish`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
+    SecurityContext, Volume, VolumeMount,
+};
+use kube::ResourceExt;
+
+use super::names::{MemberAddressing, member_name, pvc_name};
+use super::objects::{DATA_MOUNT, ETCD_USER};
+use crate::api::identity::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
+use crate::api::{EtcdCluster, version};
+use crate::restore_volume::RestoreLayout;
+
+/// The label telling the restore Pod apart from member Pods.
+pub const ROLE_LABEL: &str = "durable-etcd.io/role";
+
+/// Name of the restore Pod of a cluster.
+pub fn restore_pod_name(cluster: &str) -> String {
+    format!("{cluster}-restore")
+}
+
+/// The restore Pod for the survivor `ordinal` and the new incarnation
+/// `token`. It carries the cluster label (so the operator observes it) but
+/// not the member labels (no Service or PodDisruptionBudget selects it).
+pub fn restore_pod(
+    cluster: &EtcdCluster,
+    addressing: &MemberAddressing,
+    operator_image: &str,
+    ordinal: u32,
+    token: &str,
+) -> Pod {
+    let name = cluster.name_any();
+    let member = member_name(&name, ordinal);
+    let layout = RestoreLayout::new(std::path::Path::new(DATA_MOUNT), token);
+    let mount = VolumeMount {
+        name: "data".to_string(),
+        mount_path: DATA_MOUNT.to_string(),
+        ..VolumeMount::default()
+    };
+    let security = SecurityContext {
+        allow_privilege_escalation: Some(false),
+        run_as_non_root: Some(true),
+        read_only_root_filesystem: Some(true),
+        ..SecurityContext::default()
+    };
+    let step = |step: &str| Container {
+        name: step.to_string(),
+        image: Some(operator_image.to_string()),
+        command: Some(vec!["/usr/local/bin/etcd-operator".to_string()]),
+        args: Some(vec![
+            "restore-volume".to_string(),
+            step.to_string(),
+            format!("--volume={DATA_MOUNT}"),
+            format!("--token={token}"),
+            format!("--member-name={member}"),
+        ]),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        volume_mounts: Some(vec![mount.clone()]),
+        security_context: Some(security.clone()),
+        ..Container::default()
+    };
+    let peer_url = addressing.peer_url(ordinal);
+    let etcdutl = Container {
+        name: "etcdutl".to_string(),
+        image: Some(version::image(&cluster.spec.version)),
+        command: Some(vec!["/usr/local/bin/etcdutl".to_string()]),
+        args: Some(vec![
+            "snapshot".to_string(),
+            "restore".to_string(),
+            layout.source_db.display().to_string(),
+            // A member's live db has no snapshot hash appended.
+            "--skip-hash-check".to_string(),
+            format!("--name={member}"),
+            format!("--initial-cluster={member}={peer_url}"),
+            format!("--initial-cluster-token={token}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--data-dir={}", layout.staging.display()),
+        ]),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        volume_mounts: Some(vec![mount.clone()]),
+        security_context: Some(security.clone()),
+        ..Container::default()
+    };
+    let template = &cluster.spec.pod;
+    Pod {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(restore_pod_name(&name)),
+            namespace: cluster.namespace(),
+            labels: Some(BTreeMap::from([
+                (CLUSTER_LABEL.to_string(), name.clone()),
+                (MANAGED_BY_LABEL.to_string(), MANAGER.to_string()),
+                (ROLE_LABEL.to_string(), "restore".to_string()),
+            ])),
+            owner_references: kube::Resource::controller_owner_ref(cluster, &()).map(|r| vec![r]),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            restart_policy: Some("Never".to_string()),
+            init_containers: Some(vec![step("prepare"), etcdutl]),
+            containers: vec![step("finish")],
+            volumes: Some(vec![Volume {
+                name: "data".to_string(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: pvc_name(&name, ordinal),
+                    read_only: Some(false),
+                }),
+                ..Volume::default()
+            }]),
+            security_context: Some(template.security_context.clone().unwrap_or(
+                PodSecurityContext {
+                    run_as_non_root: Some(true),
+                    run_as_user: Some(ETCD_USER),
+                    run_as_group: Some(ETCD_USER),
+                    fs_group: Some(ETCD_USER),
+                    ..PodSecurityContext::default()
+                },
+            )),
+            node_selector: (!template.node_selector.is_empty())
+                .then(|| template.node_selector.clone()),
+            tolerations: (!template.tolerations.is_empty()).then(|| template.tolerations.clone()),
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restores_the_survivor_db_without_hash_check_into_a_staging_dir() {
+        let mut cluster = EtcdCluster::new("main", crate::api::EtcdClusterSpec::default());
+        cluster.metadata.namespace = Some("ns".into());
+        cluster.metadata.uid = Some("uid".into());
+        let addressing = MemberAddressing::new("main", "ns");
+        let pod = restore_pod(&cluster, &addressing, "op:1", 2, "main-x-r1");
+        assert_eq!(pod.metadata.name.as_deref(), Some("main-restore"));
+        let spec = pod.spec.expect("spec");
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        let init = spec.init_containers.expect("init");
+        let etcdutl = init[1].args.clone().expect("args");
+        assert!(etcdutl.contains(&"--skip-hash-check".to_string()));
+        assert!(etcdutl.contains(&"--initial-cluster-token=main-x-r1".to_string()));
+        assert!(etcdutl.contains(&"/var/lib/etcd/restore-main-x-r1.db".to_string()));
+        assert!(etcdutl.contains(&"--data-dir=/var/lib/etcd/restore-main-x-r1".to_string()));
+        let labels = pod.metadata.labels.expect("labels");
+        assert!(!labels.contains_key(crate::api::identity::NAME_LABEL));
+    }
+}
