@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use common::{LabTest, assert_nothing_left, container_pids, create_web, pod_ready, wait_for};
 use etcd_lab::Lab;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
@@ -74,10 +75,11 @@ async fn check_nodes(lab: &Lab) {
 
 async fn check_statefulset(test: &LabTest, lab: &Lab) {
     let pods: Api<Pod> = Api::namespaced(lab.kube_client().await.expect("client"), "default");
-    // lab-local: the pods attach nothing. lab-network volumes need the
-    // attach-detach controller to manage the nodes (the Node annotation
-    // `volumes.kubernetes.io/controller-managed-attach-detach`).
-    create_web(lab, "lab-local", json!({})).await;
+    // lab-network, the default class: CSI volumes the real attach-detach
+    // controller attaches through VolumeAttachments (lab-local is covered by
+    // tests/faults.rs).
+    create_web(lab, "lab-network", json!({})).await;
+    check_attachments(lab).await;
 
     // Every pod reaches every pod by its DNS name, from inside its own namespace.
     for i in 0..3 {
@@ -162,6 +164,47 @@ async fn check_statefulset(test: &LabTest, lab: &Lab) {
         "logs: {}",
         String::from_utf8_lossy(&logs.stderr)
     );
+}
+
+/// Every volume of the StatefulSet is attached, through a VolumeAttachment,
+/// to the node of its pod, and `lab-network` is the default class.
+async fn check_attachments(lab: &Lab) {
+    let client = lab.kube_client().await.expect("client");
+    let class = Api::<StorageClass>::all(client.clone())
+        .get("lab-network")
+        .await
+        .expect("storage class");
+    assert_eq!(
+        class
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("storageclass.kubernetes.io/is-default-class")
+            .map(String::as_str),
+        Some("true")
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let attachments = Api::<VolumeAttachment>::all(client)
+        .list(&ListParams::default())
+        .await
+        .expect("volume attachments");
+    for i in 0..3 {
+        let node = pods
+            .get(&format!("web-{i}"))
+            .await
+            .expect("pod")
+            .spec
+            .and_then(|s| s.node_name)
+            .expect("scheduled");
+        assert!(
+            attachments
+                .items
+                .iter()
+                .any(|va| va.spec.node_name == node
+                    && va.status.as_ref().is_some_and(|s| s.attached)),
+            "an attached VolumeAttachment on {node}"
+        );
+    }
 }
 
 async fn pod_uid(pods: &Api<Pod>, name: &str) -> String {
