@@ -115,6 +115,10 @@ struct Worker {
 const TICK: Duration = Duration::from_secs(1);
 /// Projected volumes (tokens) are refreshed this often.
 const VOLUME_REFRESH: Duration = Duration::from_secs(600);
+/// Retry period while the sandbox or volumes are not ready (unbound claim,
+/// volume not yet attached): the kubelet's volume manager checks every
+/// 300 ms; each check here reads the VolumeAttachment from the API server.
+const PREPARE_RETRY: Duration = Duration::from_millis(500);
 
 impl Worker {
     fn new(ctx: Arc<NodeContext>, pod: Arc<Pod>, rx: watch::Receiver<Option<Arc<Pod>>>) -> Self {
@@ -256,7 +260,7 @@ impl Worker {
                             RunState::waiting("ContainerCreating", Some(message.clone()));
                     }
                     self.write_status().await;
-                    self.wait_for_change(Duration::from_secs(2)).await;
+                    self.wait_for_change(PREPARE_RETRY).await;
                 }
             }
         }
