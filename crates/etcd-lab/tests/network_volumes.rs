@@ -1,0 +1,202 @@
+//! `lab-network` exclusivity, decided by the real attach-detach controller:
+//! a pod cannot start on a second node while its volume is attached to a
+//! stopped node (Multi-Attach), and can once that node is deleted or carries
+//! the `node.kubernetes.io/out-of-service` taint. Needs root and the upstream
+//! binaries.
+//!
+//! Nothing is shortened: the lab runs with the defaults of a real cluster.
+//! After `node delete` the attach-detach controller force-detaches only when
+//! its `maxWaitForUnmountDuration` (6 minutes, not configurable) has passed
+//! since the pod left the deleted node (PodGC), so that case takes about
+//! 7 minutes; the out-of-service case runs meanwhile.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{LabTest, wait_for};
+use etcd_lab::Lab;
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use serde_json::json;
+
+const LAB_DIR: &str = "/var/lib/etcd-lab-network-volumes-test";
+const NS: &str = "default";
+
+#[test]
+fn a_network_volume_is_attached_to_one_node_at_a_time() {
+    let test = LabTest::start(LAB_DIR);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let mut lab = Lab::up(test.options()).await.expect("etcd-lab up");
+        let client = lab.kube_client().await.expect("client");
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+        // vol-1 on lab-node-1 (to be deleted), vol-2 on lab-node-2 (to be
+        // tainted out-of-service); the second pods go to lab-node-3.
+        for i in [1, 2] {
+            create_claim(&client, &format!("vol-{i}")).await;
+            create_pod(&pods, &format!("first-{i}"), &format!("vol-{i}"), i).await;
+        }
+        for i in [1, 2] {
+            wait_running(&pods, &format!("first-{i}"), Duration::from_secs(120)).await;
+        }
+        lab.node_stop("lab-node-1").expect("stop lab-node-1");
+        lab.node_stop("lab-node-2").expect("stop lab-node-2");
+        for i in [1, 2] {
+            create_pod(&pods, &format!("second-{i}"), &format!("vol-{i}"), 3).await;
+        }
+        for i in [1, 2] {
+            wait_multi_attach(&client, &format!("second-{i}")).await;
+        }
+        // The volumes stay attached to the stopped nodes: nothing starts.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        for i in [1, 2] {
+            let pod = pods.get(&format!("second-{i}")).await.expect("pod");
+            assert_ne!(phase(&pod), "Running", "second-{i} must not start");
+        }
+        assert!(
+            !attached_on(&client, "lab-node-3").await,
+            "nothing is attached to lab-node-3"
+        );
+
+        // The machine of vol-1 is gone for good.
+        let deleted_at = Instant::now();
+        lab.node_delete("lab-node-1").await.expect("node delete");
+
+        // An administrator marks lab-node-2 out of service: its pod is
+        // evicted and force-deleted (PodGC), the volume force-detached.
+        lab.node_taint_out_of_service("lab-node-2")
+            .await
+            .expect("taint");
+        wait_running(&pods, "second-2", Duration::from_secs(180)).await;
+        check_data(&lab, "vol-2", "first-2").await;
+
+        wait_running(&pods, "second-1", Duration::from_secs(600)).await;
+        println!(
+            "second-1 running {:.0}s after node delete",
+            deleted_at.elapsed().as_secs_f64()
+        );
+        check_data(&lab, "vol-1", "first-1").await;
+    });
+    drop(runtime);
+    let down = test.cli(&["down"]);
+    assert!(
+        down.status.success(),
+        "down: {}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    common::assert_nothing_left(&test.lab_dir);
+}
+
+async fn create_claim(client: &kube::Client, name: &str) {
+    // No class named: the default class, lab-network.
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "16Mi"}}}
+    }))
+    .expect("claim");
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create claim");
+}
+
+/// A pod on `lab-node-<node>` that records its name in the volume and the
+/// names already there in `seen-by-<name>`.
+async fn create_pod(pods: &Api<Pod>, name: &str, claim: &str, node: usize) {
+    let script = format!(
+        "cat /data/written-by-* > /data/seen-by-{name} 2>/dev/null; echo {name} > /data/written-by-{name}; exec sleep 1000000"
+    );
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 5,
+            "nodeSelector": {"kubernetes.io/hostname": format!("lab-node-{node}")},
+            "containers": [{
+                "name": "main",
+                "image": "lab.local/host",
+                "command": ["/bin/sh", "-c", script],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]
+            }],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+        }
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+}
+
+fn phase(pod: &Pod) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default()
+}
+
+async fn wait_running(pods: &Api<Pod>, name: &str, timeout: Duration) {
+    wait_for(&format!("{name} running"), timeout, || async {
+        let pod = pods.get(name).await.ok()?;
+        (phase(&pod) == "Running").then_some(())
+    })
+    .await;
+}
+
+/// The attach-detach controller reports the Multi-Attach error on the pod
+/// (worded "Waiting for detach ... Volume is already used by pod(s) ..." by
+/// Kubernetes 1.37, "Multi-Attach error ..." by earlier releases).
+async fn wait_multi_attach(client: &kube::Client, pod: &str) {
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let selector = format!("involvedObject.name={pod}");
+    wait_for(
+        &format!("Multi-Attach reported for {pod}"),
+        Duration::from_secs(60),
+        || async {
+            let list = events
+                .list(&ListParams::default().fields(&selector))
+                .await
+                .ok()?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("FailedAttachVolume")
+                        && e.message.as_deref().is_some_and(|m| {
+                            m.contains("Multi-Attach") || m.contains("Waiting for detach")
+                        })
+                })
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+async fn attached_on(client: &kube::Client, node: &str) -> bool {
+    Api::<VolumeAttachment>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("volume attachments")
+        .items
+        .iter()
+        .any(|va| va.spec.node_name == node && va.status.as_ref().is_some_and(|s| s.attached))
+}
+
+/// The second pod found what the first one wrote: the same volume.
+async fn check_data(lab: &Lab, claim: &str, first: &str) {
+    let dir = lab.volume_dir(NS, claim).await.expect("volume dir");
+    let second = first.replace("first", "second");
+    let mut seen = String::new();
+    wait_for(
+        &format!("{second} reading {claim}"),
+        Duration::from_secs(30),
+        || {
+            let text = std::fs::read_to_string(dir.join(format!("seen-by-{second}"))).ok();
+            seen = text.clone().unwrap_or_default();
+            async move { text.map(|_| ()) }
+        },
+    )
+    .await;
+    assert_eq!(seen.trim(), first, "{second} sees the data of {first}");
+}
