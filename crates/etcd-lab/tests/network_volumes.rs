@@ -8,7 +8,7 @@
 //! After `node delete` the attach-detach controller force-detaches only when
 //! its `maxWaitForUnmountDuration` (6 minutes, not configurable) has passed
 //! since the pod left the deleted node (PodGC), so that case takes about
-//! 7 minutes; the out-of-service case runs meanwhile.
+//! 7 minutes and is `#[ignore]`d in the default run (`--ignored` runs it).
 
 mod common;
 
@@ -25,58 +25,66 @@ use serde_json::json;
 const LAB_DIR: &str = "/var/lib/etcd-lab-network-volumes-test";
 const NS: &str = "default";
 
+/// How the machine holding the volume is released.
+#[derive(Clone, Copy)]
+enum Release {
+    /// An administrator marks the stopped node out of service: its pod is
+    /// force-deleted (PodGC) and the volume force-detached at once.
+    OutOfService,
+    /// The machine is gone for good: the Node is deleted.
+    NodeDeleted,
+}
+
 #[test]
-fn a_network_volume_is_attached_to_one_node_at_a_time() {
+fn a_network_volume_moves_only_after_its_stopped_node_is_out_of_service() {
+    volume_is_attached_to_one_node_at_a_time(Release::OutOfService, Duration::from_secs(180));
+}
+
+#[test]
+#[ignore = "takes about 7 minutes: after a node delete the upstream attach-detach \
+            controller force-detaches only after its fixed 6-minute \
+            maxWaitForUnmountDuration; run with --ignored"]
+fn a_network_volume_moves_only_after_its_stopped_node_is_deleted() {
+    volume_is_attached_to_one_node_at_a_time(Release::NodeDeleted, Duration::from_secs(600));
+}
+
+/// vol on lab-node-1; lab-node-1 stops; a second pod for the same volume on
+/// lab-node-3 must not start (the volume is still attached to the stopped
+/// node) until the stopped node is released.
+fn volume_is_attached_to_one_node_at_a_time(release: Release, release_timeout: Duration) {
     let test = LabTest::start(LAB_DIR);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let mut lab = Lab::up(test.options()).await.expect("etcd-lab up");
         let client = lab.kube_client().await.expect("client");
         let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-        // vol-1 on lab-node-1 (to be deleted), vol-2 on lab-node-2 (to be
-        // tainted out-of-service); the second pods go to lab-node-3.
-        for i in [1, 2] {
-            create_claim(&client, &format!("vol-{i}")).await;
-            create_pod(&pods, &format!("first-{i}"), &format!("vol-{i}"), i).await;
-        }
-        for i in [1, 2] {
-            wait_running(&pods, &format!("first-{i}"), Duration::from_secs(120)).await;
-        }
+        create_claim(&client, "vol-1").await;
+        create_pod(&pods, "first-1", "vol-1", 1).await;
+        wait_running(&pods, "first-1", Duration::from_secs(120)).await;
         lab.node_stop("lab-node-1").expect("stop lab-node-1");
-        lab.node_stop("lab-node-2").expect("stop lab-node-2");
-        for i in [1, 2] {
-            create_pod(&pods, &format!("second-{i}"), &format!("vol-{i}"), 3).await;
-        }
-        for i in [1, 2] {
-            wait_multi_attach(&client, &format!("second-{i}")).await;
-        }
-        // The volumes stay attached to the stopped nodes: nothing starts.
+        create_pod(&pods, "second-1", "vol-1", 3).await;
+        wait_multi_attach(&client, "second-1").await;
+        // The volume stays attached to the stopped node: nothing starts.
         tokio::time::sleep(Duration::from_secs(10)).await;
-        for i in [1, 2] {
-            let pod = pods.get(&format!("second-{i}")).await.expect("pod");
-            assert_ne!(phase(&pod), "Running", "second-{i} must not start");
-        }
+        let pod = pods.get("second-1").await.expect("pod");
+        assert_ne!(phase(&pod), "Running", "second-1 must not start");
         assert!(
             !attached_on(&client, "lab-node-3").await,
             "nothing is attached to lab-node-3"
         );
 
-        // The machine of vol-1 is gone for good.
-        let deleted_at = Instant::now();
-        lab.node_delete("lab-node-1").await.expect("node delete");
-
-        // An administrator marks lab-node-2 out of service: its pod is
-        // evicted and force-deleted (PodGC), the volume force-detached.
-        lab.node_taint_out_of_service("lab-node-2")
-            .await
-            .expect("taint");
-        wait_running(&pods, "second-2", Duration::from_secs(180)).await;
-        check_data(&lab, "vol-2", "first-2").await;
-
-        wait_running(&pods, "second-1", Duration::from_secs(600)).await;
+        let released_at = Instant::now();
+        match release {
+            Release::OutOfService => lab
+                .node_taint_out_of_service("lab-node-1")
+                .await
+                .expect("taint"),
+            Release::NodeDeleted => lab.node_delete("lab-node-1").await.expect("node delete"),
+        }
+        wait_running(&pods, "second-1", release_timeout).await;
         println!(
-            "second-1 running {:.0}s after node delete",
-            deleted_at.elapsed().as_secs_f64()
+            "second-1 running {:.0}s after the node was released",
+            released_at.elapsed().as_secs_f64()
         );
         check_data(&lab, "vol-1", "first-1").await;
     });
