@@ -3,7 +3,9 @@
 //!
 //! 1. all three pods deleted at once;
 //! 2. two of three nodes stopped for longer than the pod eviction timeout,
-//!    then started again (quorum lost meanwhile, no membership change).
+//!    then started again (quorum lost meanwhile, no membership change);
+//! 3. the operator killed (SIGKILL) in the middle of recreating deleted pods,
+//!    then started again: it re-observes and finishes the same recovery.
 //!
 //! Shortened for CI: NotReady tolerations of 20 s on the member pods, and
 //! the lab's node-monitor grace period of 20 s (when the test brings up its
@@ -92,7 +94,47 @@ async fn scenario(h: &mut Harness) -> TestResult {
     h.wait_available(NAME, 3, Duration::from_secs(300)).await?;
     check_same(h, &identity).await?;
     eprintln!("nodes back: same identity and every key");
+
+    // 3. The operator killed mid-recovery: every pod deleted, the operator
+    // killed once it has recreated some but not all of them.
+    let before = pod_uids(pods, false).await?;
+    for pod in pods.list(&ListParams::default()).await?.items {
+        pods.delete(&pod.name_any(), &DeleteParams::default())
+            .await?;
+    }
+    wait_for(
+        "a first pod recreated",
+        Duration::from_secs(120),
+        || async { Ok(recreated(pods, &before).await? >= 1) },
+    )
+    .await?;
+    let recreated_when_killed = recreated(pods, &before).await?;
+    h.stop_operator();
+    eprintln!("operator killed with {recreated_when_killed} of 3 pods recreated");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    h.start_operator()?;
+    h.wait_available(NAME, 3, Duration::from_secs(240)).await?;
+    check_same(h, &identity).await?;
+    h.one_pod_per_member().await?;
+    eprintln!("operator restarted mid-recovery: same identity and every key");
     Ok(())
+}
+
+/// UIDs of the cluster's pods; `live_only` leaves out Terminating ones.
+async fn pod_uids(pods: &Api<Pod>, live_only: bool) -> TestResult<BTreeSet<String>> {
+    Ok(pods
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|p| !live_only || p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.uid())
+        .collect())
+}
+
+/// How many live pods are new since `before`.
+async fn recreated(pods: &Api<Pod>, before: &BTreeSet<String>) -> TestResult<usize> {
+    Ok(pod_uids(pods, true).await?.difference(before).count())
 }
 
 /// Same cluster ID, same member IDs, every key with its value.
