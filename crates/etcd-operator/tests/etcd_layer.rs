@@ -71,11 +71,21 @@ fn sha256_hex(data: &[u8]) -> String {
     String::from_utf8(output.stdout).expect("utf8")[..64].to_string()
 }
 
+/// A loopback port below the kernel's ephemeral range (32768+), so that no
+/// outgoing connection of a running etcd can take it between this check and
+/// the etcd that binds it; a counter keeps the tests of one run apart, the
+/// process id keeps concurrent runs apart.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free loopback port")
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 40) as u16 * 300;
+    loop {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % 300;
+        let port = base + offset;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -221,9 +231,22 @@ impl EtcdCluster {
                 .collect::<Vec<_>>()
                 .join("\n")
         };
-        eventually("cluster healthy", READY_TIMEOUT, || async {
-            admin.cluster_health().await.map_err(|e| e.to_string())
-        })
+        // Quorum alone is not enough: tests kill or freeze members, so every
+        // member must have started and answer on its own.
+        eventually(
+            "cluster healthy, every member started",
+            READY_TIMEOUT,
+            || async {
+                admin.cluster_health().await.map_err(|e| e.to_string())?;
+                for endpoint in self.endpoints() {
+                    let health = admin.local_health(&endpoint).await;
+                    if health != MemberHealth::Healthy {
+                        return Err(format!("{endpoint}: {health:?}"));
+                    }
+                }
+                Ok(())
+            },
+        )
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
     }

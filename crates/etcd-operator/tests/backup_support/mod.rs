@@ -52,11 +52,21 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A loopback port below the kernel's ephemeral range (32768+), so that no
+/// outgoing connection of a running etcd can take it between this check and
+/// the etcd that binds it; a counter keeps the tests of one run apart, the
+/// process id keeps concurrent runs apart.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free loopback port")
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 40) as u16 * 300;
+    loop {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % 300;
+        let port = base + offset;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// One etcd process on loopback; killed when dropped.
