@@ -399,8 +399,8 @@ pub fn default_marker_path(data_dir: &Path) -> Result<PathBuf, MemberGuardError>
 }
 
 fn read_marker(path: &Path) -> Result<Option<MemberMarker>, MemberGuardError> {
-    let text = match fs::read_to_string(path) {
-        Ok(text) => text,
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
             return Err(MemberGuardError::Io {
@@ -410,6 +410,11 @@ fn read_marker(path: &Path) -> Result<Option<MemberMarker>, MemberGuardError> {
             });
         }
     };
+    // Bytes that are not even text are as unreadable as broken JSON.
+    let text = String::from_utf8(bytes).map_err(|e| MemberGuardError::InvalidMarker {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     serde_json::from_str(&text)
         .map(Some)
         .map_err(|e| MemberGuardError::InvalidMarker {
@@ -757,6 +762,13 @@ mod tests {
         let error = run(args(volume.path(), false)).err().ok_or("accepted")?;
         assert!(error.is_refusal(), "{error}");
         assert!(error.to_string().contains("unreadable"), "{error}");
+        // Flipped bytes that are not UTF-8 any more.
+        fs::write(
+            volume.path().join(MARKER_FILE_NAME),
+            [b'{', 0xff, 0xfe, b'}'],
+        )?;
+        let error = run(args(volume.path(), false)).err().ok_or("accepted")?;
+        assert!(error.is_refusal(), "{error}");
         Ok(())
     }
 }
