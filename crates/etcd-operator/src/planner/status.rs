@@ -126,8 +126,17 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         },
         data_message,
     );
+    // The PVC of a scaled-down member kept by storage.retentionPolicy is
+    // listed, but nothing is wrong with the cluster.
+    let kept_after_scale_down = |m: &MemberStatus| {
+        m.role.is_none()
+            && m.pod.is_none()
+            && crate::resources::names::ordinal_of_member(&o.name, &m.name)
+                .is_some_and(|ordinal| ordinal >= cx.replicas)
+    };
     let degraded: Vec<String> = members
         .iter()
+        .filter(|m| !kept_after_scale_down(m))
         .filter(|m| !(m.healthy && m.role.is_some()) || m.message.is_some())
         .map(|m| {
             format!(
@@ -427,6 +436,9 @@ fn member_message(cx: &Context<'_>, ordinal: u32, member: Option<&KnownMember>) 
     let mut parts = Vec::new();
     match member {
         None if ordinal < cx.replicas && cx.formed => parts.push("not a member yet".to_string()),
+        None if ordinal >= cx.replicas && objects.pod.is_none() => {
+            parts.push("beyond spec.replicas: PVC kept by storage.retentionPolicy".to_string())
+        }
         None if ordinal >= cx.replicas => parts.push("beyond spec.replicas".to_string()),
         Some(m) if m.learner => parts.push("learner catching up".to_string()),
         Some(m) if m.ordinal.is_some_and(|o| o >= cx.replicas) => {

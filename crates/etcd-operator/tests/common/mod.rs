@@ -275,10 +275,12 @@ impl Harness {
                     .iter()
                     .filter(|m| m.role == Some(etcd_operator::api::MemberRole::Voter))
                     .count();
+                // Kept PVCs of scaled-down members are listed without a role.
+                let listed = status.members.iter().filter(|m| m.role.is_some()).count();
                 Ok(available
                     && status.ready_members == members
-                    && status.members.len() == usize::try_from(members).unwrap_or(0)
-                    && voters == status.members.len())
+                    && voters == usize::try_from(members).unwrap_or(0)
+                    && listed == voters)
             },
         )
         .await;
