@@ -1,0 +1,253 @@
+//! End to end on the lab: scale 3 → 5 → 3 → 1 → 3 under a continuous
+//! writer. Every acknowledged write is there at the end, the cluster ID
+//! never changes, and a watcher polling each voter's own status throughout
+//! never sees fewer than a quorum of healthy voters.
+//!
+//! The watcher polls once a second from the host; one poll that misses a
+//! voter can be the poller's own timeout on two busy cores, so it fails on
+//! two consecutive polls below quorum and reports every single dip.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Harness, TestResult, etcd_at, key, value};
+use etcd_client::{GetOptions, PutOptions};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::ResourceExt;
+use kube::api::ListParams;
+use serde_json::json;
+use tokio::sync::Mutex;
+
+const NAME: &str = "scale";
+const PREFIX: &str = "/scale/";
+
+#[test]
+fn scaling_keeps_every_write_and_a_quorum() {
+    common::run("scale", |h| Box::pin(scenario(h)));
+}
+
+#[derive(Default, Debug)]
+struct Watch {
+    polls: usize,
+    dips: Vec<String>,
+    violation: Option<String>,
+    min_healthy_margin: Option<i64>,
+}
+
+async fn scenario(h: &mut Harness) -> TestResult {
+    h.create_cluster(
+        NAME,
+        json!({
+            "replicas": 3,
+            "storage": { "storageClassName": "lab-network", "size": "1Gi" },
+        }),
+    )
+    .await?;
+    h.wait_available(NAME, 3, Duration::from_secs(180)).await?;
+    let cluster_id = h.identity().await?.cluster_id;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let acknowledged = Arc::new(Mutex::new(Vec::<usize>::new()));
+    let watch = Arc::new(Mutex::new(Watch::default()));
+    let writer = tokio::spawn(write_continuously(
+        h.pods.clone(),
+        stop.clone(),
+        acknowledged.clone(),
+    ));
+    let watcher = tokio::spawn(watch_quorum(h.pods.clone(), stop.clone(), watch.clone()));
+
+    let outcome = async {
+        for replicas in [5, 3, 1, 3] {
+            let started = Instant::now();
+            h.patch_spec(NAME, json!({ "replicas": replicas })).await?;
+            h.wait_available(NAME, replicas, Duration::from_secs(300))
+                .await?;
+            let identity = h.identity().await?;
+            if identity.cluster_id != cluster_id {
+                return Err(format!("cluster ID changed: {identity:x?}").into());
+            }
+            if identity.voters() != usize::try_from(replicas)? {
+                return Err(format!("{replicas} wanted: {identity:x?}").into());
+            }
+            let acked = acknowledged.lock().await.len();
+            eprintln!(
+                "scaled to {replicas} in {:?} ({acked} writes acknowledged so far)",
+                started.elapsed()
+            );
+            if let Some(violation) = &watch.lock().await.violation {
+                return Err(violation.clone().into());
+            }
+        }
+        TestResult::Ok(())
+    }
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    let _ = writer.await;
+    let _ = watcher.await;
+    outcome?;
+
+    let watch = watch.lock().await;
+    eprintln!(
+        "watcher: {} polls, {} single dips {:?}, smallest margin above quorum {:?}",
+        watch.polls,
+        watch.dips.len(),
+        watch.dips,
+        watch.min_healthy_margin
+    );
+    if let Some(violation) = &watch.violation {
+        return Err(violation.clone().into());
+    }
+    if watch.polls < 10 {
+        return Err(format!("the watcher polled only {} times", watch.polls).into());
+    }
+
+    let acked = acknowledged.lock().await.clone();
+    if acked.len() < 20 {
+        return Err(format!("only {} writes were acknowledged", acked.len()).into());
+    }
+    let mut client = h.etcd().await?;
+    let found = client
+        .get(PREFIX, Some(GetOptions::new().with_prefix()))
+        .await?;
+    let values: BTreeMap<String, String> = found
+        .kvs()
+        .iter()
+        .map(|kv| {
+            (
+                kv.key_str().unwrap_or_default().to_owned(),
+                kv.value_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let lost: Vec<usize> = acked
+        .iter()
+        .copied()
+        .filter(|i| values.get(&key(PREFIX, *i)) != Some(&value(*i)))
+        .collect();
+    eprintln!("{} acknowledged writes, {} lost", acked.len(), lost.len());
+    if !lost.is_empty() {
+        return Err(format!("acknowledged writes lost: {lost:?}").into());
+    }
+    Ok(())
+}
+
+async fn ready_endpoints(pods: &Api<Pod>) -> TestResult<Vec<String>> {
+    Ok(pods
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && common::pod_ready(p))
+        .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
+        .map(|ip| format!("http://{ip}:2379"))
+        .collect())
+}
+
+/// Puts `/scale/key-N` for N = 0, 1, ... and records each acknowledged N.
+async fn write_continuously(
+    pods: Api<Pod>,
+    stop: Arc<AtomicBool>,
+    acknowledged: Arc<Mutex<Vec<usize>>>,
+) {
+    let mut next = 0;
+    let mut client = None;
+    while !stop.load(Ordering::SeqCst) {
+        if client.is_none() {
+            client = match ready_endpoints(&pods).await {
+                Ok(endpoints) if !endpoints.is_empty() => etcd_at(endpoints).await.ok(),
+                _ => None,
+            };
+        }
+        let Some(c) = client.as_mut() else {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        match c
+            .put(key(PREFIX, next), value(next), None::<PutOptions>)
+            .await
+        {
+            Ok(_) => acknowledged.lock().await.push(next),
+            // Unknown outcome: not acknowledged; reconnect to the members
+            // there are now.
+            Err(_) => client = None,
+        }
+        next += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Once a second: the voters (member list) and each voter's own status on
+/// its pod IP; healthy voters must stay at or above a quorum.
+async fn watch_quorum(pods: Api<Pod>, stop: Arc<AtomicBool>, watch: Arc<Mutex<Watch>>) {
+    let mut below_before = false;
+    while !stop.load(Ordering::SeqCst) {
+        let poll = poll_once(&pods).await;
+        let mut w = watch.lock().await;
+        w.polls += 1;
+        match poll {
+            Ok((voters, healthy)) => {
+                let quorum = i64::try_from(voters / 2 + 1).unwrap_or(0);
+                let margin = i64::try_from(healthy).unwrap_or(0) - quorum;
+                w.min_healthy_margin = Some(w.min_healthy_margin.map_or(margin, |m| m.min(margin)));
+                let below = margin < 0;
+                if below {
+                    w.dips.push(format!("{healthy} of {voters} voters healthy"));
+                    if below_before && w.violation.is_none() {
+                        w.violation = Some(format!(
+                            "fewer than a quorum of healthy voters twice in a row: {healthy} of {voters}"
+                        ));
+                    }
+                }
+                below_before = below;
+            }
+            Err(error) => {
+                w.dips.push(format!("poll failed: {error}"));
+                if below_before && w.violation.is_none() {
+                    w.violation = Some(format!("no voter answered twice in a row: {error}"));
+                }
+                below_before = true;
+            }
+        }
+        drop(w);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn poll_once(pods: &Api<Pod>) -> TestResult<(usize, usize)> {
+    let ips: BTreeMap<String, String> = pods
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter_map(|p| Some((p.name_any(), p.status.as_ref()?.pod_ip.clone()?)))
+        .collect();
+    // The member list from the ready pods (a learner refuses it).
+    let mut client = etcd_at(ready_endpoints(pods).await?).await?;
+    let list = client.member_list().await?;
+    let voters: Vec<(String, u64)> = list
+        .members()
+        .iter()
+        .filter(|m| !m.is_learner())
+        .map(|m| (m.name().to_owned(), m.id()))
+        .collect();
+    let mut healthy = 0;
+    for (name, _) in &voters {
+        let Some(ip) = ips.get(name) else { continue };
+        let Ok(mut one) = etcd_at(vec![format!("http://{ip}:2379")]).await else {
+            continue;
+        };
+        let status = tokio::time::timeout(Duration::from_secs(2), one.status()).await;
+        if let Ok(Ok(status)) = status
+            && status.leader() != 0
+            && status.errors().is_empty()
+        {
+            healthy += 1;
+        }
+    }
+    Ok((voters.len(), healthy))
+}
