@@ -409,10 +409,15 @@ impl Harness {
         Ok(())
     }
 
-    /// Marks the nodes controller-managed for attach (see
-    /// [`controller_managed_attach`]); needed again after `node add`.
+    /// Waits until every node is registered controller-managed for attach (see
+    /// [`controller_managed_attach`]); checked again after `node add`.
     pub async fn mark_nodes(&self) -> TestResult {
-        controller_managed_attach(&self.client).await
+        wait_for(
+            "nodes registered as controller-managed",
+            Duration::from_secs(60),
+            || async { Ok(controller_managed_attach(&self.client).await.is_ok()) },
+        )
+        .await
     }
 }
 
@@ -478,23 +483,25 @@ pub fn tolerations(seconds: i64) -> Value {
     ])
 }
 
-/// Lab gap, not operator behaviour: a real kubelet registers its Node with
-/// `volumes.kubernetes.io/controller-managed-attach-detach: "true"`, without
-/// which the attach-detach controller creates no VolumeAttachment and pods on
-/// `lab-network` volumes never start. The lab's node agent does not set it
-/// yet, so the tests do (a no-op once the agent does).
+/// A real kubelet registers its Node with
+/// `volumes.kubernetes.io/controller-managed-attach-detach: "true"`; without
+/// it the attach-detach controller creates no VolumeAttachment and pods on
+/// `lab-network` volumes never start. The lab's node agent sets it; this
+/// checks that it did (no test edits Node objects itself).
 pub async fn controller_managed_attach(client: &Client) -> TestResult {
     let nodes: Api<Node> = Api::all(client.clone());
-    let patch = json!({ "metadata": { "annotations": {
-        "volumes.kubernetes.io/controller-managed-attach-detach": "true" } } });
     for node in nodes.list(&ListParams::default()).await?.items {
-        nodes
-            .patch(
-                &node.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
+        let managed = node
+            .annotations()
+            .get("volumes.kubernetes.io/controller-managed-attach-detach")
+            .is_some_and(|v| v == "true");
+        if !managed {
+            return Err(format!(
+                "node {} is not registered as controller-managed for attach",
+                node.name_any()
             )
-            .await?;
+            .into());
+        }
     }
     Ok(())
 }
