@@ -7,5 +7,7 @@ pub mod member_guard;
 pub mod planner;
 pub mod reconcile;
 pub mod resources;
+pub mod restore_backup;
+mod restore_replay;
 pub mod restore_volume;
 pub mod telemetry;

@@ -371,7 +371,9 @@ pub fn decide_in_pod(
 }
 
 /// Copies the running executable to `target` (temporary file, then rename).
-fn install_self(target: &Path) -> Result<(), MemberGuardError> {
+/// Copies the running binary to `target` (mode 0555), atomically, so that a
+/// container of another image can run it from a shared `emptyDir`.
+pub fn install_self(target: &Path) -> Result<(), MemberGuardError> {
     use std::os::unix::fs::PermissionsExt;
     let io = |action: &'static str, path: &Path| {
         let path = path.to_path_buf();

@@ -32,6 +32,28 @@ pub struct RestoreVolumeArgs {
     /// The member's name (written into the identity marker by `finish`).
     #[arg(long)]
     pub member_name: String,
+    /// `fetch-backup`: the backup to restore, as the JSON of
+    /// `spec.bootstrap.fromBackup`.
+    #[arg(long)]
+    pub source: Option<String>,
+    /// `fetch-backup`: namespace of the cluster whose backups are read.
+    #[arg(long)]
+    pub backup_namespace: Option<String>,
+    /// `fetch-backup`: name of the cluster whose backups are read.
+    #[arg(long)]
+    pub backup_cluster: Option<String>,
+    /// `fetch-backup`: a mounted Secret, one file per key, with the
+    /// destination's credentials.
+    #[arg(long)]
+    pub credentials_dir: Option<PathBuf>,
+    /// `fetch-backup`: where to copy this binary for the `replay` step, which
+    /// runs in the etcd image.
+    #[arg(long)]
+    pub install_to: Option<PathBuf>,
+    /// `replay`: the etcd binary that serves the restored data on loopback
+    /// while the segments are replayed.
+    #[arg(long, default_value = "/usr/local/bin/etcd")]
+    pub etcd_binary: PathBuf,
 }
 
 /// A step of the restore Pod.
@@ -41,6 +63,12 @@ pub enum RestoreStep {
     Prepare,
     /// Swap the restored data dir in; write the marker.
     Finish,
+    /// Download and verify a backup (snapshot and incremental segments)
+    /// instead of `prepare`; refuses a corrupt or truncated backup before
+    /// anything is restored.
+    FetchBackup,
+    /// Replay the fetched incremental segments on the restored data dir.
+    Replay,
 }
 
 /// Errors of a restore step; each `Display` is one line.
@@ -58,6 +86,8 @@ pub enum RestoreVolumeError {
     NothingRestored(PathBuf),
     #[error("restore-volume: writing the identity marker: {0}")]
     Marker(#[from] crate::member_guard::MemberGuardError),
+    #[error("restore-volume: {0}")]
+    Backup(#[from] crate::restore_backup::RestoreBackupError),
 }
 
 /// The paths of a restore on one volume.
@@ -71,6 +101,11 @@ pub struct RestoreLayout {
     pub source_db: PathBuf,
     /// Where etcdutl writes the new data dir.
     pub staging: PathBuf,
+    /// The incremental segments fetched with a backup, in the layout of the
+    /// backup folder.
+    pub segments: PathBuf,
+    /// What `fetch-backup` chose, read by `replay`.
+    pub plan: PathBuf,
 }
 
 impl RestoreLayout {
@@ -81,6 +116,8 @@ impl RestoreLayout {
             kept: volume.join(format!("data.before-{token}")),
             source_db: volume.join(format!("restore-{token}.db")),
             staging: volume.join(format!("restore-{token}")),
+            segments: volume.join(format!("restore-{token}.segments")),
+            plan: volume.join(format!("restore-{token}.plan.json")),
         }
     }
 }
@@ -100,6 +137,8 @@ pub fn run(args: &RestoreVolumeArgs) -> Result<(), RestoreVolumeError> {
     match args.step {
         RestoreStep::Prepare => prepare(&layout),
         RestoreStep::Finish => finish(&layout, &args.volume, &args.token, &args.member_name),
+        RestoreStep::FetchBackup => Ok(crate::restore_backup::fetch(args, &layout)?),
+        RestoreStep::Replay => Ok(crate::restore_backup::replay(args, &layout)?),
     }
 }
 
@@ -146,6 +185,12 @@ fn finish(
     if layout.source_db.exists() {
         fs::remove_file(&layout.source_db).map_err(io("removing", &layout.source_db))?;
     }
+    if layout.segments.exists() {
+        fs::remove_dir_all(&layout.segments).map_err(io("removing", &layout.segments))?;
+    }
+    if layout.plan.exists() {
+        fs::remove_file(&layout.plan).map_err(io("removing", &layout.plan))?;
+    }
     fs::File::open(volume)
         .and_then(|d| d.sync_all())
         .map_err(io("syncing", volume))?;
@@ -172,6 +217,12 @@ mod tests {
             volume: volume.to_path_buf(),
             token: "main-abc-r1".into(),
             member_name: "main-0".into(),
+            source: None,
+            backup_namespace: None,
+            backup_cluster: None,
+            credentials_dir: None,
+            install_to: None,
+            etcd_binary: "/usr/local/bin/etcd".into(),
         }
     }
 

@@ -7,7 +7,10 @@
 use kube::{CustomResource, KubeSchema, core::Duration};
 use serde::{Deserialize, Serialize};
 
-use super::{EtcdClusterStatus, EtcdTuning, MemberPodTemplate, RecoverySpec, StorageSpec, version};
+use super::{
+    BootstrapSpec, EtcdClusterStatus, EtcdTuning, MemberPodTemplate, RecoverySpec, StorageSpec,
+    version,
+};
 
 /// Desired state of a durable etcd cluster.
 ///
@@ -63,6 +66,7 @@ use super::{EtcdClusterStatus, EtcdTuning, MemberPodTemplate, RecoverySpec, Stor
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("has(self.bootstrap) == has(oldSelf.bootstrap)").message("spec.bootstrap is set at creation only: it cannot be added or removed later"))]
 pub struct EtcdClusterSpec {
     /// Number of voting members, 1 to 9. Odd counts tolerate the most
     /// failures per member; even counts are accepted and reported in status.
@@ -108,6 +112,11 @@ pub struct EtcdClusterSpec {
     /// What to do when the data of a majority of members is known lost.
     #[serde(default)]
     pub recovery: RecoverySpec,
+
+    /// Where the first data comes from (e.g. a backup). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("spec.bootstrap is immutable"))]
+    pub bootstrap: Option<BootstrapSpec>,
 }
 
 fn default_replicas() -> i32 {
@@ -133,6 +142,7 @@ impl Default for EtcdClusterSpec {
             member_failure_timeout: default_member_failure_timeout(),
             paused: false,
             recovery: RecoverySpec::default(),
+            bootstrap: None,
         }
     }
 }

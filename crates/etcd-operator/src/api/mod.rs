@@ -8,6 +8,7 @@
 
 mod backup;
 mod backup_schedule;
+mod bootstrap;
 mod cluster;
 mod crd;
 pub mod identity;
@@ -19,13 +20,14 @@ mod tuning;
 pub mod version;
 
 pub use backup::{
-    AzureDestination, BackupDestination, BackupPhase, EtcdBackup, EtcdBackupSpec, EtcdBackupStatus,
-    GcsDestination, LocalDestination, S3Destination,
+    AzureDestination, BackupDestination, BackupEncryption, BackupPhase, DEFAULT_ENCRYPTION_KEY,
+    EtcdBackup, EtcdBackupSpec, EtcdBackupStatus, GcsDestination, LocalDestination, S3Destination,
 };
 pub use backup_schedule::{
     BackupRetention, EtcdBackupSchedule, EtcdBackupScheduleSpec, EtcdBackupScheduleStatus,
-    IncrementalBackup,
+    IncrementalBackup, IncrementalBackupStatus,
 };
+pub use bootstrap::{BackupSource, BootstrapSpec};
 pub use cluster::{EtcdCluster, EtcdClusterSpec};
 pub use crd::{CrdError, crd, crd_yaml, crds, crds_yaml};
 pub use pod_template::MemberPodTemplate;

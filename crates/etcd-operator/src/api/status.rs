@@ -63,7 +63,7 @@ pub struct EtcdClusterStatus {
     pub restore: Option<RestoreStatus>,
 }
 
-/// A restore from a surviving member into a new incarnation.
+/// A restore into a new incarnation, from a surviving member or a backup.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreStatus {
@@ -78,7 +78,12 @@ pub struct RestoreStatus {
         rename = "fromClusterID"
     )]
     pub from_cluster_id: Option<String>,
-    /// The surviving member whose data is restored.
+    /// Where the restored data comes from: the surviving member with the
+    /// newest revision, or a backup (`spec.bootstrap.fromBackup`).
+    #[serde(default)]
+    pub source: super::RecoverySource,
+    /// The member whose volume receives the restored data: the survivor, or
+    /// the first member of a cluster bootstrapped from a backup.
     pub survivor: String,
     /// The survivor's ordinal.
     pub survivor_ordinal: i32,

@@ -142,14 +142,27 @@ pub enum Action {
         /// Token of the new incarnation.
         new_token: String,
     },
-    /// Run the restore Pod on the survivor's volume: `etcdutl snapshot
-    /// restore` of its db into the new incarnation (one member, new cluster
-    /// ID), the old data dir kept beside it.
+    /// Start a new cluster from a backup (`spec.bootstrap.fromBackup`):
+    /// records the restore; the next passes carry it out on the volume of
+    /// `ordinal`.
+    RestoreFromBackup {
+        /// The member whose volume receives the backup.
+        ordinal: u32,
+        /// Token of the new incarnation.
+        new_token: String,
+    },
+    /// Run the restore Pod on the target member's volume: `etcdutl snapshot
+    /// restore` of the survivor's db (or of a downloaded, verified backup,
+    /// with its incremental segments replayed) into the new incarnation (one
+    /// member, new cluster ID), the old data dir kept beside it.
     RunRestore {
-        /// The survivor's ordinal.
+        /// The target member's ordinal.
         ordinal: u32,
         /// Token of the new incarnation.
         token: String,
+        /// Restore the backup named by the spec rather than the survivor's
+        /// own db.
+        from_backup: bool,
     },
     /// Delete the restore Pod (done, or to run it again).
     DeleteRestorePod {
@@ -183,6 +196,7 @@ impl Action {
             Self::RemoveMember { .. } => "RemoveMember",
             Self::TransferLeadership { .. } => "TransferLeadership",
             Self::RestoreFromSurvivor { .. } => "RestoreFromSurvivor",
+            Self::RestoreFromBackup { .. } => "RestoreFromBackup",
             Self::RunRestore { .. } => "RunRestore",
             Self::DeleteRestorePod { .. } => "DeleteRestorePod",
             Self::AdoptRestoredVolume { .. } => "AdoptRestoredVolume",
@@ -273,8 +287,24 @@ impl Action {
                     .map(|r| r.to_string())
                     .unwrap_or_else(|| "unknown".to_string())
             ),
-            Self::RunRestore { ordinal, token } => format!(
+            Self::RestoreFromBackup { ordinal, new_token } => format!(
+                "bootstrapping incarnation {new_token} from a backup restored into {}",
+                member(ordinal)
+            ),
+            Self::RunRestore {
+                ordinal,
+                token,
+                from_backup: false,
+            } => format!(
                 "restoring the data of {} into incarnation {token}",
+                member(ordinal)
+            ),
+            Self::RunRestore {
+                ordinal,
+                token,
+                from_backup: true,
+            } => format!(
+                "restoring a backup into {} as incarnation {token}",
                 member(ordinal)
             ),
             Self::DeleteRestorePod { reason } => format!("deleting the restore Pod: {reason}"),

@@ -236,6 +236,21 @@ fn bootstrap(cx: &Context<'_>) -> Option<Step> {
     if cx.formed {
         return None;
     }
+    if cx
+        .o
+        .spec
+        .bootstrap
+        .as_ref()
+        .is_some_and(|b| b.from_backup.is_some())
+    {
+        // Never an empty keyspace when the user asked for a backup: the
+        // restore is recorded and carried out by `restore_in_progress`.
+        // Once it is complete the cluster has formed.
+        return act(Action::RestoreFromBackup {
+            ordinal: 0,
+            new_token: cx.token.clone(),
+        });
+    }
     let initial: Vec<u32> = (0..cx.bootstrap_replicas).collect();
     for &ordinal in &initial {
         if cx.o.objects(ordinal).pvc.is_none() {

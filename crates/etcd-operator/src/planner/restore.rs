@@ -20,6 +20,7 @@
 use super::action::{Action, Bootstrap};
 use super::decide::{Context, Step, Waiting};
 use super::observed::RestorePodState;
+use crate::api::RecoverySource;
 use crate::api::identity::MemberIdentity;
 use crate::resources::names::member_name;
 
@@ -32,6 +33,7 @@ pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {
     }
     let survivor = u32::try_from(restore.survivor_ordinal).ok()?;
     let token = restore.incarnation.clone();
+    let from_backup = restore.source == RecoverySource::Backup;
     let survivor_name = member_name(&cx.o.name, survivor);
     let survivor_pvc = cx.o.objects(survivor).pvc;
     let adopted = survivor_pvc
@@ -66,12 +68,20 @@ pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {
 
     // 2. and 3. The survivor's volume.
     let Some(pvc) = survivor_pvc else {
+        if from_backup {
+            // A fresh volume for the backup: it holds no incarnation until
+            // the restored data is adopted.
+            return Some(Step::Act(Action::CreatePvc {
+                ordinal: survivor,
+                identity: MemberIdentity::default(),
+            }));
+        }
         return Some(Step::Wait(Waiting::NeedsAttention(format!(
             "restore: the PVC of survivor {survivor_name} is gone; nothing can be restored from it"
         ))));
     };
     if !adopted {
-        if let Some(evidence) = cx.data_gone(survivor) {
+        if !from_backup && let Some(evidence) = cx.data_gone(survivor) {
             return Some(Step::Wait(Waiting::NeedsAttention(format!(
                 "restore: the data of survivor {survivor_name} is gone too ({evidence}); restore from a backup"
             ))));
@@ -85,6 +95,7 @@ pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {
             None => Step::Act(Action::RunRestore {
                 ordinal: survivor,
                 token,
+                from_backup,
             }),
             Some(RestorePodState::Running | RestorePodState::Deleting) => {
                 Step::Wait(Waiting::InProgress(format!(
@@ -95,6 +106,12 @@ pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {
                 ordinal: survivor,
                 token,
             }),
+            Some(RestorePodState::Failed(message)) if from_backup => {
+                Step::Wait(Waiting::NeedsAttention(format!(
+                    "restore: the restore Pod failed ({message}); nothing was started from the backup; fix the cause (Secret, destination, backup) and delete the restore Pod {} to run it again",
+                    crate::resources::restore::restore_pod_name(&cx.o.name)
+                )))
+            }
             Some(RestorePodState::Failed(message)) => Step::Wait(Waiting::NeedsAttention(format!(
                 "restore: the restore Pod failed ({message}); the survivor's data is kept; delete the restore Pod to run it again"
             ))),

@@ -25,8 +25,18 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
     let quorum = cx.membership.source == Source::Live && cx.membership.quorum;
     let starting_restore = matches!(
         step,
-        Step::Act(crate::planner::Action::RestoreFromSurvivor { .. })
+        Step::Act(
+            crate::planner::Action::RestoreFromSurvivor { .. }
+                | crate::planner::Action::RestoreFromBackup { .. }
+        )
     );
+    let from_backup = matches!(
+        step,
+        Step::Act(crate::planner::Action::RestoreFromBackup { .. })
+    ) || cx
+        .restoring
+        .as_ref()
+        .is_some_and(|r| r.source == crate::api::RecoverySource::Backup);
     // A restore in progress until the new incarnation serves.
     let restoring = cx.restoring.is_some() && cx.cluster_id.is_none();
     let mut conditions = Vec::new();
@@ -107,7 +117,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
                 survivor_revision(cx)
             ),
         ),
-        _ if restoring => (
+        _ if restoring && !from_backup => (
             true,
             format!(
                 "restoring into a new incarnation: {}",
@@ -255,10 +265,28 @@ fn restore_status(cx: &Context<'_>, step: &Step) -> Option<RestoreStatus> {
             incarnation: new_token.clone(),
             from_incarnation: cx.token.clone(),
             from_cluster_id: cx.cluster_id.map(format_id),
+            source: crate::api::RecoverySource::Survivor,
             survivor: member_name(&cx.o.name, *ordinal),
             survivor_ordinal: i32::try_from(*ordinal).unwrap_or(i32::MAX),
             revision: *revision,
             step: "approved; stopping the members of the lost incarnation".to_string(),
+            started: Time(cx.o.now),
+            completed: None,
+        });
+    }
+    if let Step::Act(crate::planner::Action::RestoreFromBackup { ordinal, new_token }) = step {
+        return Some(RestoreStatus {
+            incarnation: new_token.clone(),
+            from_incarnation: String::new(),
+            from_cluster_id: None,
+            source: crate::api::RecoverySource::Backup,
+            survivor: member_name(&cx.o.name, *ordinal),
+            survivor_ordinal: i32::try_from(*ordinal).unwrap_or(i32::MAX),
+            revision: None,
+            step: format!(
+                "restoring the backup of spec.bootstrap.fromBackup into {}",
+                member_name(&cx.o.name, *ordinal)
+            ),
             started: Time(cx.o.now),
             completed: None,
         });

@@ -245,16 +245,23 @@ fn to_step(
         },
         // The restore is recorded in status (written after this step); the
         // next passes carry out its steps.
-        Action::RestoreFromSurvivor { .. } => Step::RecordRestore,
-        Action::RunRestore { ordinal, token } => {
-            Step::Apply(Child::Pod(Box::new(resources::restore::restore_pod(
-                cluster,
-                &addressing,
-                &settings.operator_image,
-                *ordinal,
-                token,
-            ))))
+        Action::RestoreFromSurvivor { .. } | Action::RestoreFromBackup { .. } => {
+            Step::RecordRestore
         }
+        Action::RunRestore {
+            ordinal,
+            token,
+            from_backup,
+        } => Step::Apply(Child::Pod(Box::new(resources::restore::restore_pod(
+            cluster,
+            &addressing,
+            &settings.operator_image,
+            *ordinal,
+            token,
+            from_backup
+                .then(|| restore_backup_source(cluster))
+                .flatten(),
+        )))),
         Action::DeleteRestorePod { .. } => {
             let pod_name = restore_pod_name(&name);
             Step::DeletePod {
@@ -272,3 +279,12 @@ fn to_step(
 
 #[cfg(test)]
 mod tests;
+
+/// The backup a restore reads: `spec.bootstrap.fromBackup`.
+fn restore_backup_source(cluster: &EtcdCluster) -> Option<crate::api::BackupSource> {
+    cluster
+        .spec
+        .bootstrap
+        .as_ref()
+        .and_then(|b| b.from_backup.clone())
+}

@@ -1,21 +1,31 @@
-//! The restore Pod: restores the survivor's data into a new incarnation on
-//! the survivor's own volume (see `planner::restore` and `restore_volume`).
-//! Three steps, each re-runnable: `restore-volume prepare` (operator image),
-//! `etcdutl snapshot restore` (etcd image), `restore-volume finish`.
+//! The restore Pod: restores the survivor's data (or a backup) into a new
+//! incarnation on one member's volume (see `planner::restore` and
+//! `restore_volume`). Every step can run again:
+//!
+//! - from a survivor: `restore-volume prepare` (operator image), `etcdutl
+//!   snapshot restore` (etcd image), `restore-volume finish`;
+//! - from a backup: `restore-volume fetch-backup` (operator image: download
+//!   and verify the snapshot and its incremental segments, and install the
+//!   operator binary for the next step), `etcdutl snapshot restore` (hash
+//!   checked), `restore-volume replay` (etcd image: the segments replayed
+//!   on a loopback-only etcd), `restore-volume finish`.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
-    SecurityContext, Volume, VolumeMount,
+    Container, EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext,
+    PodSpec, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use kube::ResourceExt;
 
 use super::names::{MemberAddressing, member_name, pvc_name};
-use super::objects::{DATA_MOUNT, ETCD_USER};
+use super::objects::{DATA_MOUNT, ETCD_BINARY, ETCD_USER, GUARD_BINARY, GUARD_DIR};
 use crate::api::identity::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
-use crate::api::{EtcdCluster, version};
+use crate::api::{BackupSource, EtcdCluster, version};
 use crate::restore_volume::RestoreLayout;
+
+/// Where the restore Pod mounts the backup destination's credentials Secret.
+pub const CREDENTIALS_MOUNT: &str = "/var/run/backup-credentials";
 
 /// The label telling the restore Pod apart from member Pods.
 pub const ROLE_LABEL: &str = "durable-etcd.io/role";
@@ -25,15 +35,17 @@ pub fn restore_pod_name(cluster: &str) -> String {
     format!("{cluster}-restore")
 }
 
-/// The restore Pod for the survivor `ordinal` and the new incarnation
-/// `token`. It carries the cluster label (so the operator observes it) but
-/// not the member labels (no Service or PodDisruptionBudget selects it).
+/// The restore Pod for the target member `ordinal` and the new
+/// incarnation `token`: from that member's own db, or from `backup`. It
+/// carries the cluster label (so the operator observes it) but not the
+/// member labels (no Service or PodDisruptionBudget selects it).
 pub fn restore_pod(
     cluster: &EtcdCluster,
     addressing: &MemberAddressing,
     operator_image: &str,
     ordinal: u32,
     token: &str,
+    backup: Option<BackupSource>,
 ) -> Pod {
     let name = cluster.name_any();
     let member = member_name(&name, ordinal);
@@ -49,17 +61,31 @@ pub fn restore_pod(
         read_only_root_filesystem: Some(true),
         ..SecurityContext::default()
     };
-    let step = |step: &str| Container {
-        name: step.to_string(),
-        image: Some(operator_image.to_string()),
-        command: Some(vec!["/usr/local/bin/etcd-operator".to_string()]),
-        args: Some(vec![
+    let tools_mount = VolumeMount {
+        name: "tools".to_string(),
+        mount_path: GUARD_DIR.to_string(),
+        ..VolumeMount::default()
+    };
+    let credentials_mount = VolumeMount {
+        name: "credentials".to_string(),
+        mount_path: CREDENTIALS_MOUNT.to_string(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    };
+    let step_args = |step: &str| {
+        vec![
             "restore-volume".to_string(),
             step.to_string(),
             format!("--volume={DATA_MOUNT}"),
             format!("--token={token}"),
             format!("--member-name={member}"),
-        ]),
+        ]
+    };
+    let step = |step: &str| Container {
+        name: step.to_string(),
+        image: Some(operator_image.to_string()),
+        command: Some(vec!["/usr/local/bin/etcd-operator".to_string()]),
+        args: Some(step_args(step)),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         volume_mounts: Some(vec![mount.clone()]),
         security_context: Some(security.clone()),
@@ -70,22 +96,85 @@ pub fn restore_pod(
         name: "etcdutl".to_string(),
         image: Some(version::image(&cluster.spec.version)),
         command: Some(vec!["/usr/local/bin/etcdutl".to_string()]),
-        args: Some(vec![
-            "snapshot".to_string(),
-            "restore".to_string(),
-            layout.source_db.display().to_string(),
-            // A member's live db has no snapshot hash appended.
-            "--skip-hash-check".to_string(),
-            format!("--name={member}"),
-            format!("--initial-cluster={member}={peer_url}"),
-            format!("--initial-cluster-token={token}"),
-            format!("--initial-advertise-peer-urls={peer_url}"),
-            format!("--data-dir={}", layout.staging.display()),
-        ]),
+        args: Some(
+            [
+                "snapshot".to_string(),
+                "restore".to_string(),
+                layout.source_db.display().to_string(),
+            ]
+            .into_iter()
+            // A member's live db has no snapshot hash appended; a backup
+            // is a snapshot and its hash is checked.
+            .chain(backup.is_none().then(|| "--skip-hash-check".to_string()))
+            .chain([
+                format!("--name={member}"),
+                format!("--initial-cluster={member}={peer_url}"),
+                format!("--initial-cluster-token={token}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--data-dir={}", layout.staging.display()),
+            ])
+            .collect(),
+        ),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         volume_mounts: Some(vec![mount.clone()]),
         security_context: Some(security.clone()),
         ..Container::default()
+    };
+    let mut volumes = vec![Volume {
+        name: "data".to_string(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: pvc_name(&name, ordinal),
+            read_only: Some(false),
+        }),
+        ..Volume::default()
+    }];
+    let init_containers = match &backup {
+        None => vec![step("prepare"), etcdutl],
+        Some(source) => {
+            let own_namespace = cluster.namespace().unwrap_or_else(|| "default".to_string());
+            let (namespace, backed_up) = source.folder_of(&own_namespace, &name);
+            let mut fetch = step("fetch-backup");
+            let args = fetch.args.get_or_insert_with(Vec::new);
+            args.push(format!(
+                "--source={}",
+                serde_json::to_string(source).unwrap_or_default()
+            ));
+            args.push(format!("--backup-namespace={namespace}"));
+            args.push(format!("--backup-cluster={backed_up}"));
+            args.push(format!("--install-to={GUARD_BINARY}"));
+            let mounts = fetch.volume_mounts.get_or_insert_with(Vec::new);
+            mounts.push(tools_mount.clone());
+            volumes.push(Volume {
+                name: "tools".to_string(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Volume::default()
+            });
+            if let Some(secret) = source.destination.credentials_secret() {
+                args.push(format!("--credentials-dir={CREDENTIALS_MOUNT}"));
+                mounts.push(credentials_mount.clone());
+                volumes.push(Volume {
+                    name: "credentials".to_string(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(secret.to_string()),
+                        ..SecretVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                });
+            }
+            let mut replay_args = step_args("replay");
+            replay_args.push(format!("--etcd-binary={ETCD_BINARY}"));
+            let replay = Container {
+                name: "replay".to_string(),
+                image: Some(version::image(&cluster.spec.version)),
+                command: Some(vec![GUARD_BINARY.to_string()]),
+                args: Some(replay_args),
+                termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+                volume_mounts: Some(vec![mount.clone(), tools_mount.clone()]),
+                security_context: Some(security.clone()),
+                ..Container::default()
+            };
+            vec![fetch, etcdutl, replay]
+        }
     };
     let template = &cluster.spec.pod;
     Pod {
@@ -102,16 +191,9 @@ pub fn restore_pod(
         },
         spec: Some(PodSpec {
             restart_policy: Some("Never".to_string()),
-            init_containers: Some(vec![step("prepare"), etcdutl]),
+            init_containers: Some(init_containers),
             containers: vec![step("finish")],
-            volumes: Some(vec![Volume {
-                name: "data".to_string(),
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: pvc_name(&name, ordinal),
-                    read_only: Some(false),
-                }),
-                ..Volume::default()
-            }]),
+            volumes: Some(volumes),
             security_context: Some(template.security_context.clone().unwrap_or(
                 PodSecurityContext {
                     run_as_non_root: Some(true),
@@ -140,7 +222,7 @@ mod tests {
         cluster.metadata.namespace = Some("ns".into());
         cluster.metadata.uid = Some("uid".into());
         let addressing = MemberAddressing::new("main", "ns");
-        let pod = restore_pod(&cluster, &addressing, "op:1", 2, "main-x-r1");
+        let pod = restore_pod(&cluster, &addressing, "op:1", 2, "main-x-r1", None);
         assert_eq!(pod.metadata.name.as_deref(), Some("main-restore"));
         let spec = pod.spec.expect("spec");
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));

@@ -387,3 +387,81 @@ fn paused_takes_no_action() {
     assert_eq!(sim.reconcile(), None);
     assert_eq!(sim.status.phase, Some(Phase::Paused));
 }
+
+#[test]
+fn a_cluster_bootstrapped_from_a_backup_never_starts_empty() {
+    let mut sim = Sim::new(3, 4, Volumes::Network);
+    sim.spec.bootstrap = Some(crate::api::BootstrapSpec {
+        from_backup: Some(crate::api::BackupSource::default()),
+    });
+    // The Services first, then the restore is recorded.
+    let action = (0..3).find_map(|_| {
+        sim.reconcile()
+            .filter(|a| !matches!(a, Action::CreatePeerService | Action::CreateClientService))
+    });
+    assert!(
+        matches!(action, Some(Action::RestoreFromBackup { ordinal: 0, .. })),
+        "{action:?}"
+    );
+    let restore = sim.status.restore.clone().expect("restore recorded");
+    assert_eq!(restore.source, crate::api::RecoverySource::Backup);
+    assert_eq!(sim.status.phase, Some(Phase::Recovering));
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    // The backup goes into member 0's fresh volume; nothing bootstraps an
+    // empty keyspace; the others join one at a time.
+    assert_eq!(new_count(&sim), 0, "{:?}", sim.actions);
+    let kinds: Vec<&str> = sim.actions.iter().map(Action::kind).collect();
+    for kind in ["RunRestore", "AdoptRestoredVolume", "DeleteRestorePod"] {
+        assert!(kinds.contains(&kind), "{kind} missing: {kinds:?}");
+    }
+    assert!(sim.actions.iter().any(|a| matches!(
+        a,
+        Action::RunRestore {
+            ordinal: 0,
+            from_backup: true,
+            ..
+        }
+    )));
+    assert_eq!(
+        sim.actions
+            .iter()
+            .filter(|a| matches!(a, Action::RestoreFromBackup { .. }))
+            .count(),
+        1
+    );
+    assert_eq!(sim.healthy_voters(), 3, "{:#?}", sim.status);
+    assert_eq!(sim.status.phase, Some(Phase::Running));
+    assert!(
+        sim.status
+            .condition(ConditionType::MajorityDataLost)
+            .is_some_and(|c| c.status == "False")
+    );
+    // Losing a majority later is a disaster like any other: the backup of
+    // the bootstrap is never restored again on its own.
+    sim.wipe(0);
+    sim.wipe(1);
+    sim.run(40);
+    assert_eq!(
+        sim.actions
+            .iter()
+            .filter(|a| matches!(a, Action::RestoreFromBackup { .. }))
+            .count(),
+        1
+    );
+    assert_eq!(sim.status.phase, Some(Phase::MajorityDataLost));
+}
+
+#[test]
+fn a_failed_backup_restore_waits_for_a_person() {
+    let mut sim = Sim::new(3, 4, Volumes::Network);
+    sim.spec.bootstrap = Some(crate::api::BootstrapSpec {
+        from_backup: Some(crate::api::BackupSource::default()),
+    });
+    sim.fail_restores = true;
+    sim.run(40);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(new_count(&sim), 0);
+    assert!(sim.pods.is_empty(), "no member may start: {:?}", sim.pods);
+    assert_eq!(sim.status.phase, Some(Phase::Recovering));
+}

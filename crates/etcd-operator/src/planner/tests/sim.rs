@@ -41,6 +41,8 @@ pub struct SimRestorePod {
     pub done: bool,
     /// `prepare` found no db (the survivor's data vanished meanwhile).
     pub failed: bool,
+    /// The data comes from a backup, not from the volume.
+    pub from_backup: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -89,6 +91,9 @@ pub struct Sim {
     pub restore_pod: Option<SimRestorePod>,
     /// Tokens every `--initial-cluster-state=new` start used.
     pub new_tokens: Vec<String>,
+    /// Every restore Pod from a backup fails (unreachable store, corrupt
+    /// backup).
+    pub fail_restores: bool,
 }
 
 impl Sim {
@@ -117,6 +122,7 @@ impl Sim {
             last_plan: None,
             restore_pod: None,
             new_tokens: Vec::new(),
+            fail_restores: false,
         };
         for _ in 0..nodes {
             sim.add_node();
@@ -247,7 +253,13 @@ impl Sim {
             && !self.pods.contains_key(&restore.ordinal)
             && let Some(pvc) = self.pvcs.get_mut(&restore.ordinal)
         {
-            if pvc.data.is_some() {
+            if restore.from_backup && !self.fail_restores {
+                // The backup's member data: not any member's of this
+                // cluster until it starts as the new incarnation.
+                restore.done = true;
+                pvc.data = Some(0);
+                pvc.restored = Some(restore.token.clone());
+            } else if !restore.from_backup && pvc.data.is_some() {
                 restore.done = true;
                 pvc.restored = Some(restore.token.clone());
             } else {
@@ -817,7 +829,19 @@ impl Sim {
                     self.violation("rule 7: restore while a majority's data exists", &action);
                 }
             }
-            Action::RunRestore { ordinal, token } => {
+            Action::RestoreFromBackup { .. } => {
+                if self.formed {
+                    self.violation(
+                        "rule 6: a bootstrap from a backup after the cluster formed",
+                        &action,
+                    );
+                }
+            }
+            Action::RunRestore {
+                ordinal,
+                token,
+                from_backup,
+            } => {
                 if !self.pods.is_empty() {
                     self.violation(
                         "rule 4: restoring while a Pod of the lost incarnation may run",
@@ -832,6 +856,7 @@ impl Sim {
                     token: token.clone(),
                     done: false,
                     failed: false,
+                    from_backup: *from_backup,
                 });
             }
             Action::DeleteRestorePod { .. } => {
