@@ -150,7 +150,17 @@ async fn fetch_backup(
             base: base.revision,
         });
     }
-    let fetched = fetch_segments(&store, &base, &layout.segments).await?;
+    if layout.segments.exists() {
+        std::fs::remove_dir_all(&layout.segments).map_err(io("removing", &layout.segments))?;
+    }
+    let fetched =
+        crate::backup::incremental::fetch_segments(&store, &base, &layout.segments).await?;
+    if let Some(gap) = &fetched.gap {
+        println!(
+            "the incremental segments of {name} stop at revision {}: {}",
+            fetched.last_revision, gap.message
+        );
+    }
     let reach = fetched.last_revision.max(base.revision);
     if source.revision.is_some_and(|wanted| wanted > reach) {
         return Err(RestoreBackupError::RevisionBeyondBackup {
@@ -260,23 +270,4 @@ pub fn replay(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), Re
         plan.segments, plan.backup
     );
     Ok(())
-}
-
-/// The incremental segments fetched after a full backup.
-struct FetchedSegments {
-    segments: usize,
-    last_revision: i64,
-}
-
-/// Copies the contiguous segments after `base` into `dir`.
-async fn fetch_segments(
-    _store: &BackupStore,
-    base: &BackupMetadata,
-    _dir: &Path,
-) -> Result<FetchedSegments, RestoreBackupError> {
-    // IN PROGRESS: wired to the incremental chain once it lands.
-    Ok(FetchedSegments {
-        segments: 0,
-        last_revision: base.revision,
-    })
 }
