@@ -523,6 +523,28 @@ impl Worker {
         })
     }
 
+    /// `terminationMessagePolicy: FallbackToLogsOnError`: the tail of the
+    /// container's log (the kubelet's limits: 80 lines, 2048 bytes) becomes
+    /// the termination message of a failed run. The termination message
+    /// file is not read.
+    fn fallback_termination_message(&self, init: bool, index: usize) -> Option<String> {
+        let spec = self.pod.spec.as_ref()?;
+        let container = if init {
+            spec.init_containers.as_ref()?.get(index)?
+        } else {
+            spec.containers.get(index)?
+        };
+        if container.termination_message_policy.as_deref() != Some("FallbackToLogsOnError") {
+            return None;
+        }
+        let log = std::fs::read(self.log_path(&container.name)).ok()?;
+        let tail = &log[log.len().saturating_sub(2048)..];
+        let text = String::from_utf8_lossy(tail);
+        let lines: Vec<&str> = text.trim_end().lines().collect();
+        let message = lines[lines.len().saturating_sub(80)..].join("\n");
+        (!message.is_empty()).then_some(message)
+    }
+
     fn log_path(&self, container: &str) -> PathBuf {
         let ns = self.pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = self.pod.metadata.name.as_deref().unwrap_or("");
@@ -757,6 +779,11 @@ impl Worker {
                 let policy = self.restart_policy().to_owned();
                 let uid = self.uid.clone();
                 let key = self.key.clone();
+                let message = if code != 0 {
+                    self.fallback_termination_message(init, index)
+                } else {
+                    None
+                };
                 let slot = self.slot(init, index);
                 if slot.generation != generation {
                     return;
@@ -776,7 +803,7 @@ impl Worker {
                     } else {
                         "Error".into()
                     },
-                    message: None,
+                    message,
                     started_at: Some(process.started_at),
                     finished_at: Timestamp::now(),
                     container_id: Some(process.container_id),
