@@ -21,12 +21,12 @@ use kube::{Api, Client, Resource, ResourceExt};
 
 use super::schedule::{CronSchedule, freshness};
 use super::{
-    BackupError, BackupErrorCategory, BackupStore, Credentials, SnapshotOptions, TakenBackup,
-    apply_retention, take_backup,
+    BackupError, BackupErrorCategory, BackupStore, Credentials, EncryptionKey, SnapshotOptions,
+    TakenBackup, apply_retention, take_backup,
 };
 use crate::api::{
-    BackupDestination, BackupPhase, EtcdBackup, EtcdBackupSchedule, EtcdBackupScheduleStatus,
-    EtcdBackupStatus, EtcdCluster,
+    BackupDestination, BackupEncryption, BackupPhase, EtcdBackup, EtcdBackupSchedule,
+    EtcdBackupScheduleStatus, EtcdBackupStatus, EtcdCluster,
 };
 use crate::reconcile::{CLIENT_PORT, cluster_selector, pod_endpoints};
 
@@ -124,7 +124,9 @@ async fn backup_once(
         }
     }
     let credentials = read_credentials(ctx, namespace, destination).await?;
-    let store = BackupStore::open(destination, namespace, cluster, &credentials)?;
+    let key = read_encryption_key(ctx, namespace, destination).await?;
+    let store =
+        BackupStore::open(destination, namespace, cluster, &credentials)?.with_encryption(key);
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let pods = pods
         .list(&ListParams::default().labels(&cluster_selector(cluster)))
@@ -166,6 +168,54 @@ async fn read_credentials(
                 .map(|v| (k, v.trim().to_string()))
         })
         .collect())
+}
+
+/// The key of `destination.encryption` from its Secret; `None` when the
+/// destination is not encrypted.
+async fn read_encryption_key(
+    ctx: &Context,
+    namespace: &str,
+    destination: &BackupDestination,
+) -> Result<Option<EncryptionKey>, BackupError> {
+    let Some(encryption) = &destination.encryption else {
+        return Ok(None);
+    };
+    let name = &encryption.secret_name;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let secret = secrets
+        .get_opt(name)
+        .await
+        .map_err(|e| BackupError::NoHealthyMember(format!("read Secret {name}: {e}")))?;
+    encryption_key_from(namespace, encryption, secret.as_ref()).map(Some)
+}
+
+/// The encryption key in `secret` (pure): a missing Secret, a missing key
+/// or a value that is not 256 bits is a configuration error.
+fn encryption_key_from(
+    namespace: &str,
+    encryption: &BackupEncryption,
+    secret: Option<&Secret>,
+) -> Result<EncryptionKey, BackupError> {
+    let name = &encryption.secret_name;
+    let secret = secret.ok_or_else(|| {
+        BackupError::EncryptionKey(format!("Secret {namespace}/{name} does not exist"))
+    })?;
+    let value = secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(&encryption.key))
+        .ok_or_else(|| {
+            BackupError::EncryptionKey(format!(
+                "Secret {namespace}/{name} has no key {}",
+                encryption.key
+            ))
+        })?;
+    EncryptionKey::from_secret_value(&value.0).map_err(|error| {
+        BackupError::EncryptionKey(format!(
+            "Secret {namespace}/{name} key {}: {error}",
+            encryption.key
+        ))
+    })
 }
 
 /// A Kubernetes timestamp from a chrono time (millisecond precision).
@@ -495,6 +545,49 @@ fn set_ready(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_encryption_key_comes_from_its_secret_or_is_a_configuration_error() {
+        use k8s_openapi::ByteString;
+        let encryption = BackupEncryption {
+            secret_name: "backup-key".into(),
+            key: "encryptionKey".into(),
+        };
+        let secret = |key: &str, value: &[u8]| Secret {
+            data: Some([(key.to_string(), ByteString(value.to_vec()))].into()),
+            ..Secret::default()
+        };
+        let key = encryption_key_from(
+            "prod",
+            &encryption,
+            Some(&secret("encryptionKey", &[7u8; 32])),
+        )
+        .expect("raw key");
+        assert_eq!(key, EncryptionKey::from_bytes([7u8; 32]));
+
+        let cases = [
+            (None, "Secret prod/backup-key does not exist"),
+            (
+                Some(secret("other", &[7u8; 32])),
+                "Secret prod/backup-key has no key encryptionKey",
+            ),
+            (
+                Some(secret("encryptionKey", b"too short")),
+                "Secret prod/backup-key key encryptionKey: an encryption key must be 32 raw bytes",
+            ),
+        ];
+        for (secret, message) in cases {
+            let error =
+                encryption_key_from("prod", &encryption, secret.as_ref()).expect_err(message);
+            assert!(error.to_string().contains(message), "{error}");
+            assert_eq!(error.category(), BackupErrorCategory::Configuration);
+            assert_eq!(
+                back_off(1, error.category()),
+                Duration::from_secs(60),
+                "retried with the configuration back-off"
+            );
+        }
+    }
 
     #[test]
     fn back_off_doubles_and_configuration_errors_wait_longer() {

@@ -12,6 +12,7 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 
 use super::BackupError;
+use super::encryption::EncryptionKey;
 use crate::api::BackupDestination;
 
 /// The data of a destination's credentials Secret (decoded), key to value.
@@ -31,12 +32,14 @@ pub mod keys {
     pub const AZURE_ACCOUNT_KEY: &str = "accountKey";
 }
 
-/// Where one cluster's backups live: a store and the folder inside it.
+/// Where one cluster's backups live: a store and the folder inside it,
+/// and the key objects are sealed with before they reach the store, if any.
 #[derive(Clone, Debug)]
 pub struct BackupStore {
     store: Arc<dyn ObjectStore>,
     folder: Path,
     url_base: String,
+    encryption: Option<EncryptionKey>,
 }
 
 impl BackupStore {
@@ -116,6 +119,7 @@ impl BackupStore {
             store,
             folder,
             url_base,
+            encryption: None,
         })
     }
 
@@ -125,7 +129,21 @@ impl BackupStore {
             store,
             folder,
             url_base,
+            encryption: None,
         }
+    }
+
+    /// The same store, sealing new objects with `key` (client-side
+    /// encryption) and opening encrypted ones with it; `None` stores
+    /// plaintext and can read only unencrypted backups.
+    pub fn with_encryption(mut self, key: Option<EncryptionKey>) -> Self {
+        self.encryption = key;
+        self
+    }
+
+    /// The key new objects are sealed with, if any.
+    pub fn encryption(&self) -> Option<&EncryptionKey> {
+        self.encryption.as_ref()
     }
 
     /// The object store.

@@ -33,6 +33,35 @@ pub enum BackupError {
         key: &'static str,
     },
 
+    /// The encryption key cannot be had: its Secret or key is missing, or
+    /// its value is not a 256-bit key.
+    #[error("encryption key: {0}")]
+    EncryptionKey(String),
+
+    /// A backup was sealed with another key than the one configured.
+    #[error(
+        "backup {backup} was encrypted with key {encrypted_with}, the Secret's key is {configured}"
+    )]
+    WrongKey {
+        /// The backup's name (`full-<time>-r<revision>`).
+        backup: String,
+        /// Fingerprint recorded in the backup's metadata.
+        encrypted_with: String,
+        /// Fingerprint of the configured key.
+        configured: String,
+    },
+
+    /// A backup is encrypted and no key is configured.
+    #[error(
+        "backup {backup} was encrypted with key {encrypted_with}; no encryption key is configured"
+    )]
+    KeyNeeded {
+        /// The backup's name (`full-<time>-r<revision>`).
+        backup: String,
+        /// Fingerprint recorded in the backup's metadata.
+        encrypted_with: String,
+    },
+
     /// No member could serve a snapshot.
     #[error("no healthy member to take a snapshot from: {0}")]
     NoHealthyMember(String),
@@ -97,9 +126,11 @@ impl BackupError {
     /// The category: retry, wait for a spec change, or refuse the data.
     pub fn category(&self) -> BackupErrorCategory {
         match self {
-            Self::Destination(_) | Self::MissingCredential { .. } => {
-                BackupErrorCategory::Configuration
-            }
+            Self::Destination(_)
+            | Self::MissingCredential { .. }
+            | Self::EncryptionKey(_)
+            | Self::WrongKey { .. }
+            | Self::KeyNeeded { .. } => BackupErrorCategory::Configuration,
             Self::Corrupt { .. } | Self::Metadata { .. } => BackupErrorCategory::Corrupt,
             Self::Store(error) => match error {
                 object_store::Error::NotFound { .. }

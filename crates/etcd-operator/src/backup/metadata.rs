@@ -5,8 +5,12 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::encryption::EncryptionInfo;
+
 /// Suffix of a stored snapshot (zstd-compressed etcd snapshot).
 pub const SNAPSHOT_SUFFIX: &str = ".db.zst";
+/// Added after [`SNAPSHOT_SUFFIX`] when the object is encrypted.
+pub const ENCRYPTED_SUFFIX: &str = ".enc";
 /// Suffix of a backup's metadata object.
 pub const METADATA_SUFFIX: &str = ".json";
 /// Version of the metadata format written by this operator.
@@ -41,9 +45,15 @@ pub struct BackupMetadata {
     pub object: String,
     /// Compression of the snapshot object.
     pub compression: String,
+    /// How the snapshot object is encrypted after compression; absent
+    /// when it is stored in plaintext (and in every backup written before
+    /// encryption existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<EncryptionInfo>,
     /// Bytes of the snapshot object.
     pub stored_bytes: u64,
-    /// Hex SHA-256 of the snapshot object as stored.
+    /// Hex SHA-256 of the snapshot object as stored (encrypted, when it
+    /// is).
     pub stored_sha256: String,
     /// When streaming started.
     pub started_at: DateTime<Utc>,
@@ -55,6 +65,15 @@ impl BackupMetadata {
     /// Name of the metadata object beside the snapshot object.
     pub fn metadata_name(&self) -> String {
         metadata_name_for(&self.object)
+    }
+
+    /// The backup's name: its objects' names without suffixes.
+    pub fn name(&self) -> String {
+        let metadata = self.metadata_name();
+        metadata
+            .strip_suffix(METADATA_SUFFIX)
+            .unwrap_or(&metadata)
+            .to_string()
     }
 }
 
@@ -69,6 +88,7 @@ pub fn backup_base_name(started_at: DateTime<Utc>, revision: i64) -> String {
 
 /// The metadata object's name for a snapshot object's name.
 pub fn metadata_name_for(object: &str) -> String {
+    let object = object.strip_suffix(ENCRYPTED_SUFFIX).unwrap_or(object);
     let base = object.strip_suffix(SNAPSHOT_SUFFIX).unwrap_or(object);
     format!("{base}{METADATA_SUFFIX}")
 }
@@ -97,5 +117,22 @@ mod tests {
             metadata_name_for(&format!("{name_a}{SNAPSHOT_SUFFIX}")),
             format!("{name_a}.json")
         );
+        assert_eq!(
+            metadata_name_for(&format!("{name_a}{SNAPSHOT_SUFFIX}{ENCRYPTED_SUFFIX}")),
+            format!("{name_a}.json")
+        );
+    }
+
+    #[test]
+    fn format_1_metadata_without_encryption_still_reads() {
+        let json = r#"{"format":1,"namespace":"prod","cluster":"main","clusterID":"a1",
+            "memberID":"b2","revision":42,"etcdVersion":"3.6.5","snapshotBytes":1056,
+            "sha256":"00","object":"full-x-r42.db.zst","compression":"zstd",
+            "storedBytes":100,"storedSha256":"11","startedAt":"2026-01-02T03:04:05Z",
+            "completedAt":"2026-01-02T03:04:06Z"}"#;
+        let metadata: BackupMetadata = serde_json::from_str(json).expect("format 1");
+        assert_eq!(metadata.encryption, None);
+        let written = serde_json::to_string(&metadata).expect("json");
+        assert!(!written.contains("encryption"), "{written}");
     }
 }

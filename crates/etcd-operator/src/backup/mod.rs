@@ -9,10 +9,13 @@
 //! - [`list_backups`], [`verify_backup`], [`download_backup`]: reading
 //!   back, refusing corrupt or truncated backups with a clear error.
 //! - [`apply_retention`]: by count and age.
+//! - [`encryption`]: optional client-side encryption of stored objects
+//!   (XChaCha20-Poly1305 STREAM), keyed by [`BackupStore::with_encryption`].
 //! - [`controller`]: the `EtcdBackup` and `EtcdBackupSchedule` controllers.
 
 pub mod controller;
 mod destination;
+pub mod encryption;
 mod error;
 mod metadata;
 mod restore;
@@ -23,6 +26,7 @@ mod source;
 mod verify;
 
 pub use destination::{BackupStore, Credentials, keys};
+pub use encryption::{EncryptionError, EncryptionInfo, EncryptionKey};
 pub use error::{BackupError, BackupErrorCategory};
 pub use metadata::{BackupMetadata, METADATA_SUFFIX, SNAPSHOT_SUFFIX, metadata_name_for};
 pub use restore::{download_backup, list_backups, newest_backup, verify_backup};

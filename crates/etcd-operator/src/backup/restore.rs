@@ -1,8 +1,10 @@
 //! Reading backups back: listing them, and downloading one into a local
 //! snapshot file that `etcdutl snapshot restore` accepts, verified on the
-//! way (stored SHA-256 and size, decompression, etcd's embedded SHA-256,
-//! snapshot size). A corrupted or truncated backup is refused before any
-//! file is left where a restore would use it.
+//! way (stored SHA-256 and size, decryption of every chunk when encrypted,
+//! decompression, etcd's embedded SHA-256, snapshot size). A corrupted or
+//! truncated backup is refused before any file is left where a restore
+//! would use it; one encrypted with another key is refused before anything
+//! is downloaded or created.
 
 use std::path::Path as FsPath;
 
@@ -13,6 +15,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::io::StreamReader;
 
+use super::encryption::{EncryptionKey, OpeningReader, SCHEME, encryption_error};
 use super::metadata::{BackupMetadata, METADATA_SUFFIX};
 use super::verify::{SnapshotVerifier, VerifiedSnapshot, hex};
 use super::{BackupError, BackupStore};
@@ -60,7 +63,8 @@ pub async fn verify_backup(
     store: &BackupStore,
     metadata: &BackupMetadata,
 ) -> Result<VerifiedSnapshot, BackupError> {
-    read_verified(store, metadata, &mut tokio::io::sink()).await
+    let key = key_for(store, metadata)?;
+    read_verified(store, metadata, key, &mut tokio::io::sink()).await
 }
 
 /// Downloads a backup into `target` (an etcd snapshot file, trailer
@@ -71,12 +75,13 @@ pub async fn download_backup(
     metadata: &BackupMetadata,
     target: &FsPath,
 ) -> Result<VerifiedSnapshot, BackupError> {
+    let key = key_for(store, metadata)?;
     let partial = target.with_extension("partial");
     let file = tokio::fs::File::create(&partial)
         .await
         .map_err(|e| BackupError::io(format!("create {}", partial.display()), e))?;
     let mut writer = tokio::io::BufWriter::new(file);
-    let result = read_verified(store, metadata, &mut writer).await;
+    let result = read_verified(store, metadata, key, &mut writer).await;
     let result = match result {
         Ok(verified) => writer
             .flush()
@@ -99,9 +104,42 @@ pub async fn download_backup(
     }
 }
 
+/// The key to open a backup with: none for a plaintext backup; the
+/// store's key when its fingerprint is the one the metadata records.
+pub(crate) fn key_for<'a>(
+    store: &'a BackupStore,
+    metadata: &BackupMetadata,
+) -> Result<Option<&'a EncryptionKey>, BackupError> {
+    let Some(info) = &metadata.encryption else {
+        return Ok(None);
+    };
+    if info.scheme != SCHEME {
+        return Err(BackupError::Corrupt {
+            location: store.url(&store.path(&metadata.object)),
+            reason: format!(
+                "unknown encryption scheme {:?} (this operator reads {SCHEME})",
+                info.scheme
+            ),
+        });
+    }
+    match store.encryption() {
+        None => Err(BackupError::KeyNeeded {
+            backup: metadata.name(),
+            encrypted_with: info.key_fingerprint.clone(),
+        }),
+        Some(key) if key.fingerprint() != info.key_fingerprint => Err(BackupError::WrongKey {
+            backup: metadata.name(),
+            encrypted_with: info.key_fingerprint.clone(),
+            configured: key.fingerprint(),
+        }),
+        Some(key) => Ok(Some(key)),
+    }
+}
+
 async fn read_verified<W: tokio::io::AsyncWrite + Unpin>(
     store: &BackupStore,
     metadata: &BackupMetadata,
+    key: Option<&EncryptionKey>,
     out: &mut W,
 ) -> Result<VerifiedSnapshot, BackupError> {
     let path = store.path(&metadata.object);
@@ -116,7 +154,8 @@ async fn read_verified<W: tokio::io::AsyncWrite + Unpin>(
             metadata.compression
         )));
     }
-    // Hash and count the stored bytes as they pass into the decoder.
+    // Hash and count the stored bytes as they pass into the decryption
+    // (when encrypted) and the decoder.
     let stored = std::sync::Arc::new(std::sync::Mutex::new((Sha256::new(), 0u64)));
     let counter = stored.clone();
     let body = store
@@ -131,14 +170,17 @@ async fn read_verified<W: tokio::io::AsyncWrite + Unpin>(
             }
         })
         .map_err(std::io::Error::other);
-    let mut decoder = ZstdDecoder::new(StreamReader::new(body));
+    let mut decoder = ZstdDecoder::new(OpeningReader::new(StreamReader::new(body), key));
     let mut verifier = SnapshotVerifier::new();
     let mut buffer = vec![0u8; 1024 * 1024];
     loop {
         let read = decoder
             .read(&mut buffer)
             .await
-            .map_err(|e| corrupt(format!("cannot decompress: {e}")))?;
+            .map_err(|e| match encryption_error(&e) {
+                Some(error) => corrupt(format!("cannot decrypt: {error}")),
+                None => corrupt(format!("cannot decompress: {e}")),
+            })?;
         if read == 0 {
             break;
         }

@@ -95,6 +95,7 @@ mod tests {
             sha256: String::new(),
             object: format!("full-{hours_ago}.db.zst"),
             compression: "zstd".into(),
+            encryption: None,
             stored_bytes: 1,
             stored_sha256: String::new(),
             started_at,

@@ -1,6 +1,7 @@
 //! Taking a full backup: stream a snapshot from a member, verify it,
-//! compress it with zstd and upload it in parts, then write its metadata.
-//! Memory stays bounded by a few parts, whatever the database size.
+//! compress it with zstd, seal it when the store has an encryption key,
+//! and upload it in parts, then write its metadata. Memory stays bounded
+//! by a few parts, whatever the database size.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,10 @@ use object_store::{ObjectStoreExt, PutPayload, WriteMultipart};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::metadata::{BackupMetadata, FORMAT, SNAPSHOT_SUFFIX, backup_base_name};
+use super::encryption::{EncryptionKey, SealingWriter};
+use super::metadata::{
+    BackupMetadata, ENCRYPTED_SUFFIX, FORMAT, SNAPSHOT_SUFFIX, backup_base_name,
+};
 use super::source::{SnapshotSource, choose_source, ids, open_snapshot};
 use super::verify::{SnapshotVerifier, hex};
 use super::{BackupError, BackupStore};
@@ -69,14 +73,16 @@ pub async fn take_backup(
     let started_at = Utc::now();
     let source = choose_source(endpoints, options.settings).await?;
     let base = backup_base_name(started_at, source.revision);
-    let object = format!("{base}{SNAPSHOT_SUFFIX}");
+    let key = store.encryption();
+    let sealed = if key.is_some() { ENCRYPTED_SUFFIX } else { "" };
+    let object = format!("{base}{SNAPSHOT_SUFFIX}{sealed}");
     let path = store.path(&object);
     let location = store.url(&path);
 
     let mut stream = open_snapshot(&source, options.settings.connect_timeout).await?;
     let upload = store.store().put_multipart(&path).await?;
     let mut upload = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
-    let streamed = stream_into(&mut stream, &mut upload, &source, &location, options).await;
+    let streamed = stream_into(&mut stream, &mut upload, &source, &location, key, options).await;
     let (verified, stored_bytes, stored_sha256) = match streamed {
         Ok(done) => done,
         Err(error) => {
@@ -101,6 +107,7 @@ pub async fn take_backup(
         sha256: verified.sha256,
         object,
         compression: "zstd".to_string(),
+        encryption: key.map(EncryptionKey::info),
         stored_bytes,
         stored_sha256,
         started_at,
@@ -125,22 +132,26 @@ pub async fn take_backup(
     })
 }
 
-/// Streams, verifies, compresses and hands parts to the upload. Returns
-/// the verified snapshot, the stored size and the stored SHA-256.
+/// Streams, verifies, compresses, seals (with `key`) and hands parts to
+/// the upload. Returns the verified snapshot, the stored size and the
+/// stored SHA-256.
 async fn stream_into(
     stream: &mut etcd_client::SnapshotStreaming,
     upload: &mut WriteMultipart,
     source: &SnapshotSource,
     location: &str,
+    key: Option<&EncryptionKey>,
     options: &SnapshotOptions,
 ) -> Result<(super::verify::VerifiedSnapshot, u64, String), BackupError> {
     let io =
         |e: std::io::Error| BackupError::io(format!("compress the snapshot for {location}"), e);
     let mut verifier = SnapshotVerifier::new();
-    let mut encoder = ZstdEncoder::with_quality(
-        Vec::with_capacity(PART_SIZE),
-        Level::Precise(options.zstd_level),
-    );
+    let sealing =
+        SealingWriter::new(Vec::with_capacity(PART_SIZE), key).map_err(|e| BackupError::Io {
+            context: format!("encrypt the snapshot for {location}"),
+            source: std::io::Error::other(e),
+        })?;
+    let mut encoder = ZstdEncoder::with_quality(sealing, Level::Precise(options.zstd_level));
     let mut stored = StoredDigest::default();
     loop {
         let message = tokio::time::timeout(options.stall_timeout, stream.message())
@@ -156,13 +167,14 @@ async fn stream_into(
         let Some(message) = message else { break };
         verifier.update(message.blob());
         encoder.write_all(message.blob()).await.map_err(io)?;
-        if encoder.get_ref().len() >= PART_SIZE {
-            let part = std::mem::replace(encoder.get_mut(), Vec::with_capacity(PART_SIZE));
+        if encoder.get_ref().get_ref().len() >= PART_SIZE {
+            let part =
+                std::mem::replace(encoder.get_mut().get_mut(), Vec::with_capacity(PART_SIZE));
             stored.put(upload, part).await?;
         }
     }
     encoder.shutdown().await.map_err(io)?;
-    let rest = std::mem::take(encoder.get_mut());
+    let rest = std::mem::take(encoder.get_mut().get_mut());
     stored.put(upload, rest).await?;
     let verified = verifier.finish().map_err(|reason| BackupError::Corrupt {
         location: source.endpoint.clone(),
