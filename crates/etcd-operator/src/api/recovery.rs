@@ -1,14 +1,18 @@
 //! Disaster recovery: what happens when the data of a majority is known lost.
 
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::BackupSource;
 
 /// Disaster recovery. It only ever applies when the data of a majority of
 /// members is known lost (volumes deleted, node-local volumes of deleted
 /// nodes, wiped or foreign data dirs), never because members are merely
 /// unreachable.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("!has(self.source) || self.source != 'Backup' || has(self.backup)").message("recovery.source Backup needs recovery.backup: the backups to restore from"))]
 pub struct RecoverySpec {
     /// `Manual` (default): wait until a person approves the restore by
     /// setting `approvedIncarnation`. `NewestSurvivor`: restore from the
@@ -19,6 +23,14 @@ pub struct RecoverySpec {
     /// Where the data of a restore comes from.
     #[serde(default)]
     pub source: RecoverySource,
+
+    /// The backups a restore with `source: Backup` reads (newest full backup
+    /// and its incremental segments unless `backupName`/`revision` say
+    /// otherwise). The restore goes into the volume of the survivor with
+    /// the newest revision (its own data kept beside, as
+    /// `data.before-<token>`), else of member 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupSource>,
 
     /// One-shot approval of a restore: set it to the `status.clusterToken`
     /// of the incarnation whose majority was lost. Because every restore
@@ -45,7 +57,8 @@ pub enum RecoverySource {
     /// The surviving member with the newest revision.
     #[default]
     Survivor,
-    /// The newest backup (see `EtcdBackup`), when it is newer than every
-    /// survivor.
+    /// The backup named by `backup`: choose it when the backup is newer
+    /// than every survivor (compare `status.newestRevision` with the
+    /// schedule's `status.incremental.durableRevision`).
     Backup,
 }

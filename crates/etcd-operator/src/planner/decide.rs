@@ -6,7 +6,7 @@ use super::evidence::{PodTrouble, data_gone, pod_trouble};
 use super::membership::{KnownMember, Membership, Source, quorum};
 use super::observed::Observed;
 use crate::api::identity::{MemberIdentity, parse_id};
-use crate::api::{RecoveryPolicy, RetentionPolicy};
+use crate::api::{RecoveryPolicy, RecoverySource, RetentionPolicy};
 
 /// What a pass decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -412,7 +412,11 @@ fn without_quorum(cx: &Context<'_>) -> Option<Step> {
     if !voters.is_empty() && voters.len() - lost.len() < quorum(voters.len()) {
         let approved = cx.o.spec.recovery.policy == RecoveryPolicy::NewestSurvivor
             || cx.o.spec.recovery.approved_incarnation.as_deref() == Some(cx.token.as_str());
-        if approved && let Some(step) = restore_from_survivor(cx, &lost) {
+        let restore = match cx.o.spec.recovery.source {
+            RecoverySource::Survivor => restore_from_survivor(cx, &lost),
+            RecoverySource::Backup => restore_from_backup_in_place(cx, &lost),
+        };
+        if approved && let Some(step) = restore {
             return Some(step);
         }
         return wait(Waiting::MajorityDataLost {
@@ -451,6 +455,25 @@ fn restore_from_survivor(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> O
         ordinal: survivor.ordinal?,
         id: survivor.id,
         revision: survivor.revision,
+        new_token: next_token(&cx.token, incarnation),
+    }))
+}
+
+/// A restore from the backups of `spec.recovery.backup` into the volume of
+/// the survivor with the newest revision (its data kept beside the restored
+/// one), else of member 0.
+fn restore_from_backup_in_place(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> Option<Step> {
+    cx.o.spec.recovery.backup.as_ref()?;
+    let target = cx
+        .membership
+        .voters()
+        .filter(|m| !lost.iter().any(|(l, _)| l.id == m.id))
+        .filter_map(|m| Some((m.ordinal?, m.revision)))
+        .max_by_key(|(_, revision)| *revision)
+        .map_or(0, |(ordinal, _)| ordinal);
+    let incarnation = cx.o.status.cluster_token.as_deref().unwrap_or_default();
+    Some(Step::Act(Action::RestoreFromBackup {
+        ordinal: target,
         new_token: next_token(&cx.token, incarnation),
     }))
 }

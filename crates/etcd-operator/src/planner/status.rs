@@ -104,10 +104,21 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         Step::Wait(Waiting::MajorityDataLost { lost }) => (
             true,
             format!(
-                "data of a majority is known lost: {}; newest revision held by a survivor: {}; restore by spec.recovery (approvedIncarnation: {})",
+                "data of a majority is known lost: {}; newest revision held by a survivor: {}; restore by spec.recovery (approvedIncarnation: {}), which restores {}",
                 lost.join(", "),
                 survivor_revision(cx),
-                cx.token
+                cx.token,
+                match (
+                    cx.o.spec.recovery.source,
+                    cx.o.spec.recovery.backup.is_some()
+                ) {
+                    (crate::api::RecoverySource::Backup, true) =>
+                        "the backups of spec.recovery.backup: compare that revision with the backup's (the schedule's status.incremental.durableRevision) first",
+                    (crate::api::RecoverySource::Backup, false) =>
+                        "nothing yet: source Backup needs spec.recovery.backup",
+                    (crate::api::RecoverySource::Survivor, _) =>
+                        "the survivor with the newest revision",
+                }
             ),
         ),
         Step::Act(crate::planner::Action::RestoreFromSurvivor { .. }) => (
@@ -117,7 +128,14 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
                 survivor_revision(cx)
             ),
         ),
-        _ if restoring && !from_backup => (
+        Step::Act(crate::planner::Action::RestoreFromBackup { .. }) if cx.formed => (
+            true,
+            format!(
+                "restoring from the backups of spec.recovery.backup; the newest revision a survivor held: {}",
+                survivor_revision(cx)
+            ),
+        ),
+        _ if restoring && (!from_backup || restore_in_place(cx)) => (
             true,
             format!(
                 "restoring into a new incarnation: {}",
@@ -231,9 +249,10 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         .max();
 
     let (cluster_id, cluster_token) = match step {
-        Step::Act(crate::planner::Action::RestoreFromSurvivor { new_token, .. }) => {
-            (None, new_token.clone())
-        }
+        Step::Act(
+            crate::planner::Action::RestoreFromSurvivor { new_token, .. }
+            | crate::planner::Action::RestoreFromBackup { new_token, .. },
+        ) => (None, new_token.clone()),
         _ => (cx.cluster_id.map(format_id), cx.token.clone()),
     };
     EtcdClusterStatus {
@@ -275,16 +294,23 @@ fn restore_status(cx: &Context<'_>, step: &Step) -> Option<RestoreStatus> {
         });
     }
     if let Step::Act(crate::planner::Action::RestoreFromBackup { ordinal, new_token }) = step {
+        // A cluster that formed restores in place (`spec.recovery.backup`);
+        // a new one bootstraps (`spec.bootstrap.fromBackup`).
+        let (from_incarnation, field) = if cx.formed {
+            (cx.token.clone(), "spec.recovery.backup")
+        } else {
+            (String::new(), "spec.bootstrap.fromBackup")
+        };
         return Some(RestoreStatus {
             incarnation: new_token.clone(),
-            from_incarnation: String::new(),
-            from_cluster_id: None,
+            from_incarnation,
+            from_cluster_id: cx.cluster_id.map(format_id),
             source: crate::api::RecoverySource::Backup,
             survivor: member_name(&cx.o.name, *ordinal),
             survivor_ordinal: i32::try_from(*ordinal).unwrap_or(i32::MAX),
             revision: None,
             step: format!(
-                "restoring the backup of spec.bootstrap.fromBackup into {}",
+                "restoring the backup of {field} into {}",
                 member_name(&cx.o.name, *ordinal)
             ),
             started: Time(cx.o.now),
@@ -491,4 +517,12 @@ fn member_message(cx: &Context<'_>, ordinal: u32, member: Option<&KnownMember>) 
         parts.push(detail);
     }
     (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// Whether the restore in progress replaces a lost incarnation (rather than
+/// bootstrapping a new cluster from a backup).
+fn restore_in_place(cx: &Context<'_>) -> bool {
+    cx.restoring
+        .as_ref()
+        .is_some_and(|r| !r.from_incarnation.is_empty())
 }

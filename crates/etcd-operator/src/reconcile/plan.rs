@@ -280,8 +280,17 @@ fn to_step(
 #[cfg(test)]
 mod tests;
 
-/// The backup a restore reads: `spec.bootstrap.fromBackup`.
+/// The backup a restore reads: `spec.recovery.backup` when it replaces a
+/// lost incarnation, `spec.bootstrap.fromBackup` when it bootstraps.
 fn restore_backup_source(cluster: &EtcdCluster) -> Option<crate::api::BackupSource> {
+    let in_place = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.restore.as_ref())
+        .is_some_and(|r| !r.from_incarnation.is_empty());
+    if in_place {
+        return cluster.spec.recovery.backup.clone();
+    }
     cluster
         .spec
         .bootstrap

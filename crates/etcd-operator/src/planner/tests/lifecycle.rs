@@ -465,3 +465,55 @@ fn a_failed_backup_restore_waits_for_a_person() {
     assert!(sim.pods.is_empty(), "no member may start: {:?}", sim.pods);
     assert_eq!(sim.status.phase, Some(Phase::Recovering));
 }
+
+#[test]
+fn approved_restore_from_a_backup_replaces_the_lost_incarnation_in_place() {
+    let mut sim = running(3, Volumes::Network);
+    let old_cluster = sim.status.cluster_id.clone();
+    let old_token = sim.status.cluster_token.clone();
+    sim.spec.recovery.source = crate::api::RecoverySource::Backup;
+    sim.spec.recovery.backup = Some(crate::api::BackupSource::default());
+    sim.wipe(0);
+    sim.wipe(1);
+    sim.run(20);
+    // Nothing happens before a person approves; the condition says what
+    // the approval would restore.
+    assert!(
+        !sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromBackup { .. }))
+    );
+    let condition = sim
+        .status
+        .condition(ConditionType::MajorityDataLost)
+        .expect("condition");
+    assert!(
+        condition.message.contains("spec.recovery.backup"),
+        "{}",
+        condition.message
+    );
+    sim.spec.recovery.approved_incarnation = old_token.clone();
+    let action = sim.reconcile();
+    // Into the survivor's volume (its own data is kept beside).
+    assert!(
+        matches!(action, Some(Action::RestoreFromBackup { ordinal: 2, .. })),
+        "{action:?}"
+    );
+    let restore = sim.status.restore.clone().expect("restore recorded");
+    assert_eq!(restore.source, crate::api::RecoverySource::Backup);
+    assert_eq!(Some(restore.from_incarnation.clone()), old_token);
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(sim.actions.iter().any(|a| matches!(
+        a,
+        Action::RunRestore {
+            ordinal: 2,
+            from_backup: true,
+            ..
+        }
+    )));
+    assert_eq!(sim.healthy_voters(), 3, "{:#?}", sim.status);
+    assert_ne!(sim.status.cluster_id, old_cluster);
+    assert_ne!(sim.status.cluster_token, old_token);
+    assert_eq!(sim.status.phase, Some(Phase::Running));
+}

@@ -830,11 +830,12 @@ impl Sim {
                 }
             }
             Action::RestoreFromBackup { .. } => {
-                if self.formed {
-                    self.violation(
-                        "rule 6: a bootstrap from a backup after the cluster formed",
-                        &action,
-                    );
+                // After the cluster formed, only as a disaster recovery.
+                if self.formed && self.majority_data_exists() {
+                    self.violation("rule 7: restore while a majority's data exists", &action);
+                }
+                if self.formed && self.spec.recovery.backup.is_none() {
+                    self.violation("a restore from a backup nobody named", &action);
                 }
             }
             Action::RunRestore {
