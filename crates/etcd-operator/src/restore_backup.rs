@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::BackupSource;
 use crate::backup::{
-    BackupError, BackupMetadata, BackupStore, Credentials, SNAPSHOT_SUFFIX, download_backup,
-    list_backups, newest_backup,
+    BackupError, BackupMetadata, BackupStore, Credentials, EncryptionKey, SNAPSHOT_SUFFIX,
+    download_backup, list_backups, newest_backup,
 };
 use crate::restore_volume::{RestoreLayout, RestoreVolumeArgs};
 
@@ -66,6 +66,8 @@ pub enum RestoreBackupError {
     Install(#[from] crate::member_guard::MemberGuardError),
     #[error("replay: {0}")]
     Replay(String),
+    #[error("the encryption key in {path} is unusable: {reason}")]
+    Key { path: PathBuf, reason: String },
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RestoreBackupError {
@@ -139,7 +141,20 @@ async fn fetch_backup(
         Some(dir) => read_credentials(dir)?,
         None => Credentials::new(),
     };
-    let store = BackupStore::open(&source.destination, namespace, cluster, &credentials)?;
+    let key = match &args.encryption_key_file {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(io("reading", path))?;
+            Some(
+                EncryptionKey::from_secret_value(&bytes).map_err(|e| RestoreBackupError::Key {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?,
+            )
+        }
+        None => None,
+    };
+    let store = BackupStore::open(&source.destination, namespace, cluster, &credentials)?
+        .with_encryption(key);
     let base = choose_backup(&store, source.backup_name.as_deref()).await?;
     let name = base_name(&base);
     let target = source.revision.unwrap_or(i64::MAX);

@@ -46,6 +46,10 @@ pub struct RestoreVolumeArgs {
     /// destination's credentials.
     #[arg(long)]
     pub credentials_dir: Option<PathBuf>,
+    /// `fetch-backup`: a mounted Secret key holding the backups' encryption
+    /// key (when the destination names one).
+    #[arg(long)]
+    pub encryption_key_file: Option<PathBuf>,
     /// `fetch-backup`: where to copy this binary for the `replay` step, which
     /// runs in the etcd image.
     #[arg(long)]
@@ -221,6 +225,7 @@ mod tests {
             backup_namespace: None,
             backup_cluster: None,
             credentials_dir: None,
+            encryption_key_file: None,
             install_to: None,
             etcd_binary: "/usr/local/bin/etcd".into(),
         }

@@ -26,6 +26,9 @@ use crate::restore_volume::RestoreLayout;
 
 /// Where the restore Pod mounts the backup destination's credentials Secret.
 pub const CREDENTIALS_MOUNT: &str = "/var/run/backup-credentials";
+/// Where the restore Pod mounts the Secret holding the backups' encryption
+/// key.
+pub const ENCRYPTION_MOUNT: &str = "/var/run/backup-encryption";
 
 /// The label telling the restore Pod apart from member Pods.
 pub const ROLE_LABEL: &str = "durable-etcd.io/role";
@@ -156,6 +159,26 @@ pub fn restore_pod(
                     name: "credentials".to_string(),
                     secret: Some(SecretVolumeSource {
                         secret_name: Some(secret.to_string()),
+                        ..SecretVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                });
+            }
+            if let Some(encryption) = &source.destination.encryption {
+                args.push(format!(
+                    "--encryption-key-file={ENCRYPTION_MOUNT}/{}",
+                    encryption.key
+                ));
+                mounts.push(VolumeMount {
+                    name: "encryption".to_string(),
+                    mount_path: ENCRYPTION_MOUNT.to_string(),
+                    read_only: Some(true),
+                    ..VolumeMount::default()
+                });
+                volumes.push(Volume {
+                    name: "encryption".to_string(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(encryption.secret_name.clone()),
                         ..SecretVolumeSource::default()
                     }),
                     ..Volume::default()
