@@ -848,6 +848,30 @@ mod tests {
         assert_eq!(a.info().scheme, SCHEME);
     }
 
+    #[test]
+    fn as_backup_errors_a_bad_key_is_configuration_and_a_bad_object_corrupt() {
+        use crate::backup::{BackupError, BackupErrorCategory};
+        let category = |e: EncryptionError| BackupError::from(e).category();
+        assert_eq!(
+            category(EncryptionError::InvalidKey("x".into())),
+            BackupErrorCategory::Configuration
+        );
+        assert_eq!(
+            category(EncryptionError::WrongKey {
+                object: "a".into(),
+                given: "b".into()
+            }),
+            BackupErrorCategory::Configuration
+        );
+        for error in [
+            EncryptionError::Tampered { chunk: 3 },
+            EncryptionError::Truncated("x".into()),
+            EncryptionError::NotEncrypted,
+        ] {
+            assert_eq!(category(error), BackupErrorCategory::Corrupt);
+        }
+    }
+
     #[tokio::test]
     async fn the_async_adapters_round_trip_and_pass_through_without_a_key() {
         let key = key(8);

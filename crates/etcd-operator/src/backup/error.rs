@@ -51,6 +51,12 @@ pub enum BackupError {
         configured: String,
     },
 
+    /// Sealing or opening an encrypted object failed, or a key is not
+    /// usable; the category follows the kind (a bad key is configuration,
+    /// a tampered or truncated object is corrupt).
+    #[error("encrypted object: {0}")]
+    Encryption(#[from] super::encryption::EncryptionError),
+
     /// A backup is encrypted and no key is configured.
     #[error(
         "backup {backup} was encrypted with key {encrypted_with}; no encryption key is configured"
@@ -132,6 +138,18 @@ impl BackupError {
             | Self::WrongKey { .. }
             | Self::KeyNeeded { .. } => BackupErrorCategory::Configuration,
             Self::Corrupt { .. } | Self::Metadata { .. } => BackupErrorCategory::Corrupt,
+            Self::Encryption(error) => {
+                use super::encryption::EncryptionError as E;
+                match error {
+                    E::InvalidKey(_) | E::WrongKey { .. } => BackupErrorCategory::Configuration,
+                    E::Random(_) => BackupErrorCategory::Transient,
+                    E::NotEncrypted
+                    | E::UnsupportedVersion(_)
+                    | E::Truncated(_)
+                    | E::Tampered { .. }
+                    | E::TooLarge => BackupErrorCategory::Corrupt,
+                }
+            }
             Self::Store(error) => match error {
                 object_store::Error::NotFound { .. }
                 | object_store::Error::PermissionDenied { .. }
