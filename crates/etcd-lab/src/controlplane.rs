@@ -15,6 +15,9 @@ use crate::pki::Pki;
 use crate::process::{self, ProcessSpec};
 use crate::upstream::Binaries;
 
+/// Starts of a component whose port is still in use.
+const PORT_BUSY_ATTEMPTS: u32 = 10;
+
 /// Client URL of the backing etcd.
 pub const BACKING_ETCD_CLIENT: &str = "http://127.0.0.1:2479";
 /// Peer URL of the backing etcd.
@@ -188,14 +191,32 @@ impl ControlPlane<'_> {
     }
 
     /// Starts a component (unless it already runs) and waits until it is ready.
+    /// A component that exits at once because its port is still held (a
+    /// process of a killed lab on its way out) is started again, up to
+    /// [`PORT_BUSY_ATTEMPTS`] times, a second apart.
     pub async fn start(&self, component: Component, timeout: Duration) -> Result<i32> {
         let spec = self.spec(component);
-        let pid = match process::running(&spec.pid_file, self.cgroups, &spec.cgroup) {
-            Some(pid) => pid,
-            None => process::spawn(&spec, self.cgroups)?,
-        };
-        self.wait_ready(component, pid, &spec.log, timeout).await?;
-        Ok(pid)
+        let mut attempt = 1;
+        loop {
+            let pid = match process::running(&spec.pid_file, self.cgroups, &spec.cgroup) {
+                Some(pid) => pid,
+                None => process::spawn(&spec, self.cgroups)?,
+            };
+            match self.wait_ready(component, pid, &spec.log, timeout).await {
+                Err(LabError::Exited { tail, .. })
+                    if attempt < PORT_BUSY_ATTEMPTS && tail.contains("address already in use") =>
+                {
+                    attempt += 1;
+                    tracing::warn!(
+                        component = component.name(),
+                        attempt,
+                        "port still in use; starting again"
+                    );
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                result => return result.map(|()| pid),
+            }
+        }
     }
 
     async fn wait_ready(
