@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::BackupSource;
 use crate::backup::{
-    BackupError, BackupMetadata, BackupStore, Credentials, EncryptionKey, SNAPSHOT_SUFFIX,
-    download_backup, list_backups, newest_backup,
+    BackupError, BackupMetadata, BackupStore, Credentials, EncryptionKey, download_backup,
+    list_backups, newest_backup,
 };
 use crate::restore_volume::{RestoreLayout, RestoreVolumeArgs};
 
@@ -232,11 +232,8 @@ async fn choose_backup(
 }
 
 fn base_name(backup: &BackupMetadata) -> String {
-    backup
-        .object
-        .strip_suffix(SNAPSHOT_SUFFIX)
-        .unwrap_or(&backup.object)
-        .to_string()
+    // `full-<time>-r<revision>`, also for encrypted (`.db.zst.enc`) objects.
+    backup.name()
 }
 
 /// A mounted Secret: one file per key (dot-files are the kubelet's own).
