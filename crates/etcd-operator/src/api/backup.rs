@@ -182,8 +182,18 @@ pub struct GcsDestination {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
 
+    /// Base URL of the storage service (XML API), for a Private Service
+    /// Connect endpoint (e.g. `https://storage-myendpoint.p.googleapis.com`)
+    /// or an emulator; `https://storage.googleapis.com` when unset.
+    /// `http://` endpoints are allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^https?://"))]
+    pub endpoint: Option<String>,
+
     /// Secret in the backup's namespace with the key `serviceAccount.json`
-    /// (a service-account key file).
+    /// (a service-account key file). Without it the operator's own
+    /// credentials are used (workload identity, `GOOGLE_APPLICATION_CREDENTIALS`,
+    /// the metadata server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret: Option<String>,
 }
@@ -204,7 +214,19 @@ pub struct AzureDestination {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
 
-    /// Secret in the backup's namespace with the key `accountKey`.
+    /// URL of the account's Blob service, for a sovereign cloud (e.g.
+    /// `https://<account>.blob.core.usgovcloudapi.net`), a private endpoint
+    /// or an emulator (Azurite: `http://127.0.0.1:10000/devstoreaccount1`);
+    /// `https://<account>.blob.core.windows.net` when unset. Containers are
+    /// addressed under it. `http://` endpoints are allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^https?://"))]
+    pub endpoint: Option<String>,
+
+    /// Secret in the backup's namespace with the key `accountKey` (the
+    /// storage account's shared key; for Azurite its published development
+    /// key). Without it the operator's own credentials are used (workload
+    /// identity, managed identity, `AZURE_STORAGE_*` variables).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret: Option<String>,
 }

@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use object_store::ClientConfigKey;
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
 use object_store::azure::MicrosoftAzureBuilder;
-use object_store::gcp::GoogleCloudStorageBuilder;
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 
@@ -86,6 +87,14 @@ impl BackupStore {
             (Arc::new(builder.build()?), format!("s3://{}", s3.bucket))
         } else if let Some(gcs) = &destination.gcs {
             let mut builder = GoogleCloudStorageBuilder::from_env().with_bucket_name(&gcs.bucket);
+            if let Some(endpoint) = &gcs.endpoint {
+                let endpoint = endpoint_url(endpoint)?;
+                builder = builder.with_base_url(&endpoint);
+                if endpoint.starts_with("http://") {
+                    builder = builder
+                        .with_config(GoogleConfigKey::Client(ClientConfigKey::AllowHttp), "true");
+                }
+            }
             if gcs.credentials_secret.is_some() {
                 builder = builder.with_service_account_key(required(
                     credentials,
@@ -98,6 +107,12 @@ impl BackupStore {
             let mut builder = MicrosoftAzureBuilder::from_env()
                 .with_account(&azure.account)
                 .with_container_name(&azure.container);
+            if let Some(endpoint) = &azure.endpoint {
+                let endpoint = endpoint_url(endpoint)?;
+                builder = builder
+                    .with_allow_http(endpoint.starts_with("http://"))
+                    .with_endpoint(endpoint);
+            }
             if azure.credentials_secret.is_some() {
                 builder = builder.with_access_key(required(
                     credentials,
@@ -182,6 +197,27 @@ fn required<'a>(
         })
 }
 
+/// A destination's `endpoint` checked as an `http(s)://` URL with a host,
+/// without a trailing `/` (the client appends `/<bucket or container>/...`).
+/// A malformed endpoint is a configuration error here rather than a
+/// failing request later.
+fn endpoint_url(endpoint: &str) -> Result<String, BackupError> {
+    let invalid = |why: &str| {
+        BackupError::Destination(format!("endpoint {endpoint:?} is not a valid URL: {why}"))
+    };
+    let url = reqwest::Url::parse(endpoint).map_err(|e| invalid(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid("the scheme must be http or https"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(invalid("no host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid("no query or fragment allowed"));
+    }
+    Ok(endpoint.trim_end_matches('/').to_string())
+}
+
 /// `<prefix>/<namespace>/<cluster>`, refusing empty or dotted segments.
 fn cluster_folder(
     prefix: Option<&str>,
@@ -215,7 +251,7 @@ fn install_tls_provider() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{LocalDestination, S3Destination};
+    use crate::api::{AzureDestination, GcsDestination, LocalDestination, S3Destination};
 
     #[test]
     fn folder_joins_prefix_namespace_and_cluster() {
@@ -244,6 +280,95 @@ mod tests {
         assert_eq!(
             error.category(),
             super::super::BackupErrorCategory::Configuration
+        );
+    }
+
+    fn gcs_at(endpoint: &str) -> BackupDestination {
+        BackupDestination {
+            gcs: Some(GcsDestination {
+                bucket: "b".into(),
+                endpoint: Some(endpoint.into()),
+                ..GcsDestination::default()
+            }),
+            ..BackupDestination::default()
+        }
+    }
+
+    fn azure_at(endpoint: &str) -> BackupDestination {
+        BackupDestination {
+            azure: Some(AzureDestination {
+                account: "devstoreaccount1".into(),
+                container: "c".into(),
+                endpoint: Some(endpoint.into()),
+                credentials_secret: Some("azure-creds".into()),
+                ..AzureDestination::default()
+            }),
+            ..BackupDestination::default()
+        }
+    }
+
+    #[test]
+    fn an_endpoint_that_is_not_an_http_url_is_a_configuration_error() {
+        for endpoint in [
+            "storage.example.com",
+            "ftp://127.0.0.1:1",
+            "http://",
+            "https://h/?sig=x",
+        ] {
+            for destination in [gcs_at(endpoint), azure_at(endpoint)] {
+                let error = BackupStore::open(&destination, "ns", "c", &Credentials::new())
+                    .expect_err(endpoint);
+                assert_eq!(
+                    error.category(),
+                    super::super::BackupErrorCategory::Configuration,
+                    "{error}"
+                );
+                assert!(error.to_string().contains(endpoint), "{error}");
+            }
+        }
+    }
+
+    #[test]
+    fn endpoints_lose_their_trailing_slash() {
+        assert_eq!(
+            endpoint_url("http://127.0.0.1:10000/devstoreaccount1/").expect("url"),
+            "http://127.0.0.1:10000/devstoreaccount1"
+        );
+        assert_eq!(
+            endpoint_url("https://storage.example.com").expect("url"),
+            "https://storage.example.com"
+        );
+    }
+
+    #[test]
+    fn azure_with_an_endpoint_and_a_key_opens_with_az_urls() {
+        let credentials = Credentials::from([(
+            keys::AZURE_ACCOUNT_KEY.to_string(),
+            // Azurite's published development key.
+            "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+                .to_string(),
+        )]);
+        let store = BackupStore::open(
+            &azure_at("http://127.0.0.1:10000/devstoreaccount1"),
+            "ns",
+            "c",
+            &credentials,
+        )
+        .expect("open");
+        assert_eq!(
+            store.url(&store.path("x.json")),
+            "az://devstoreaccount1/c/ns/c/x.json"
+        );
+        let error = BackupStore::open(
+            &azure_at("http://127.0.0.1:10000/devstoreaccount1"),
+            "ns",
+            "c",
+            &Credentials::new(),
+        )
+        .expect_err("no key");
+        assert_eq!(
+            error.to_string(),
+            "Secret azure-creds has no key accountKey"
         );
     }
 
