@@ -9,6 +9,10 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v ps >/dev/null || need+=(procps)
 command -v python3 >/dev/null || need+=(python3)
 command -v curl >/dev/null || need+=(curl)
+# Azurite (the Azure Blob emulator of the backup tests) comes from npm.
+command -v npm >/dev/null || need+=(nodejs npm)
+# The GCS backup test makes a service-account key with `openssl genpkey`.
+command -v openssl >/dev/null || need+=(openssl)
 if ((${#need[@]})); then
 	echo "installing: ${need[*]}" >&2
 	apt-get update -qq

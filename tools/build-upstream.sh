@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the pinned upstream binaries that etcd-lab runs (kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, and etcd/etcdctl/etcdutl
-# for each etcd minor line) from the official Go modules under tools/, and
-# the S3-compatible test server of tools/s3-server.
+# for each etcd minor line) from the official Go modules under tools/, the
+# object-store servers of the backup tests (tools/s3-server, tools/gcs-server)
+# and, with npm, Azurite (tools/azurite/install.sh).
 #
 # Output goes to "$ETCD_LAB_CACHE/upstream/<module>-<pin hash>/", outside the
 # repository (default ETCD_LAB_CACHE=$HOME/.cache/etcd-lab), so a clean clone
 # on the same machine reuses it. A set whose go.mod/go.sum are unchanged is
-# skipped. Prints the directory of each set, one per line, on stdout.
+# skipped (for tools/s3-server and tools/gcs-server, their .go files count
+# too). Prints the directory of each set, one per line, on stdout.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,7 +19,13 @@ export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly
 pin_dir() {
 	local module_dir="$1"
 	local hash
-	hash="$(cat "$module_dir/go.mod" "$module_dir/go.sum" | sha256sum | cut -c1-12)"
+	# The pins, then the module's own .go files in byte order (the mains of
+	# the test servers; the upstream sets have none), so that editing a main
+	# builds its set anew.
+	hash="$(cd "$module_dir" && {
+		cat go.mod go.sum
+		find . -maxdepth 1 -name '*.go' -print0 | LC_ALL=C sort -z | xargs -0r cat
+	} | sha256sum | cut -c1-12)"
 	echo "$cache/upstream/$(basename "$module_dir")-$hash"
 }
 
@@ -67,6 +75,13 @@ done
 # An S3-compatible server for the backup tests (gofakes3 in a tiny main);
 # see docs/backup.md for why not MinIO.
 build_set "$here/s3-server" "-s -w" etcd-operator.local/tools/s3-server
+
+# A GCS server for the backup tests (fake-gcs-server in a small main that
+# adds the XML API writes it lacks); see docs/backup.md.
+build_set "$here/gcs-server" "-s -w" etcd-operator.local/tools/gcs-server
+
+# Azurite, the Azure Storage emulator, from npm (package-lock.json pinned).
+"$here/azurite/install.sh"
 
 build_set "$here/kubernetes" "$kube_ldflags" \
 	k8s.io/kubernetes/cmd/kube-apiserver \

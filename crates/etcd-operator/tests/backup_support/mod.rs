@@ -1,6 +1,11 @@
 //! Shared by the backup integration tests: real etcd processes from the
-//! pinned build, and the pinned upstream sets of `tools/build-upstream.sh`.
+//! pinned build, the pinned upstream sets of `tools/build-upstream.sh`, the
+//! object-store servers ([`server`]) and the checks every object-store
+//! destination must pass ([`scenarios`]).
 #![allow(dead_code)]
+
+pub mod scenarios;
+pub mod server;
 
 use std::fs::File;
 use std::future::Future;
@@ -16,13 +21,40 @@ use sha2::{Digest, Sha256};
 pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// `$ETCD_LAB_CACHE/upstream/<set>-<pin hash>/`, the rule of
-/// `tools/build-upstream.sh`.
+/// `tools/build-upstream.sh`: the hash of `go.mod` + `go.sum` + the
+/// module's own `.go` files (byte order) for a Go module, of
+/// `package.json` + `package-lock.json` for an npm set
+/// (`tools/azurite/install.sh`).
 pub fn upstream_set(set: &str) -> PathBuf {
     let tools = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tools")
         .join(set);
-    let mut pins = std::fs::read(tools.join("go.mod")).expect("go.mod of the set");
-    pins.extend(std::fs::read(tools.join("go.sum")).expect("go.sum of the set"));
+    let files: Vec<String> = if tools.join("go.mod").exists() {
+        let mut sources: Vec<String> = std::fs::read_dir(&tools)
+            .expect("set directory")
+            .map(|entry| {
+                entry
+                    .expect("entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .filter(|name| name.ends_with(".go"))
+            .collect();
+        sources.sort();
+        ["go.mod".to_string(), "go.sum".to_string()]
+            .into_iter()
+            .chain(sources)
+            .collect()
+    } else {
+        vec!["package.json".to_string(), "package-lock.json".to_string()]
+    };
+    let mut pins = Vec::new();
+    for file in &files {
+        pins.extend(
+            std::fs::read(tools.join(file)).unwrap_or_else(|e| panic!("{file} of {set}: {e}")),
+        );
+    }
     let hash = hex(&Sha256::digest(&pins));
     let cache = std::env::var_os("ETCD_LAB_CACHE")
         .map(PathBuf::from)
