@@ -196,9 +196,71 @@ pub struct EtcdBackupScheduleStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 
+    /// Continuous incremental backup, while `spec.incremental.enabled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incremental: Option<IncrementalBackupStatus>,
+
     /// Condition `BackupReady`: true while the newest successful backup is
-    /// no older than twice the schedule's period; its message says how old
-    /// it is or what fails.
+    /// no older than twice the schedule's period and, with incremental
+    /// backup enabled, everything written is durable up to at most three
+    /// intervals ago; its message says how old it is or what fails.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// Observed state of continuous incremental backup: the chain of segments
+/// after the newest full backup, how much could be lost right now, and the
+/// gaps seen.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IncrementalBackupStatus {
+    /// Base name of the full backup the current chain of segments follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+
+    /// Revision of that full backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_revision: Option<i64>,
+
+    /// When the newest durable segment was closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_segment_time: Option<Time>,
+
+    /// Last revision held by the newest durable segment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_segment_revision: Option<i64>,
+
+    /// Segments in the current chain.
+    #[serde(default)]
+    pub segments: i64,
+
+    /// Revision up to which every write is durable (full backup plus
+    /// segments); an idle cluster moves it through watch progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durable_revision: Option<i64>,
+
+    /// Seconds of acknowledged writes a restore would lose right now: the
+    /// time since everything observed was last durable (a segment closed
+    /// or an idle watch confirmed), or since the full backup started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_window_seconds: Option<i64>,
+
+    /// Gaps seen since the schedule was created: a chain that cannot be
+    /// continued (history compacted, segment missing or corrupt, cluster
+    /// replaced). Each one starts a new full backup at once.
+    #[serde(default)]
+    pub gaps: i64,
+
+    /// What the last gap was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_gap: Option<String>,
+
+    /// When the last gap was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_gap_time: Option<Time>,
+
+    /// Why the watcher last failed; cleared by the next durable point
+    /// (written as null then, so that a merge patch removes it).
+    #[serde(default)]
+    pub last_error: Option<String>,
 }

@@ -43,10 +43,14 @@ pub enum BackupControllerError {
     Kube(#[from] kube::Error),
 }
 
+mod incremental;
+
 struct Context {
     client: Client,
     recorder: Recorder,
     options: SnapshotOptions,
+    /// The incremental-backup watchers of the schedules.
+    incremental: super::incremental::supervisor::Supervisor,
 }
 
 /// Runs both backup controllers until SIGTERM/SIGINT.
@@ -61,6 +65,7 @@ pub async fn run(client: Client, namespace: Option<String>) {
         ),
         client: client.clone(),
         options: SnapshotOptions::default(),
+        incremental: Default::default(),
     });
     let backups = Controller::new(
         scoped::<EtcdBackup>(&client, namespace.as_deref()),
@@ -76,15 +81,20 @@ pub async fn run(client: Client, namespace: Option<String>) {
     let schedules = Controller::new(
         scoped::<EtcdBackupSchedule>(&client, namespace.as_deref()),
         watcher::Config::default(),
-    )
-    .shutdown_on_signal()
-    .run(reconcile_schedule, requeue_on_error, context)
-    .for_each(|result| async move {
-        if let Err(error) = result {
-            tracing::warn!("backup schedule controller: {error}");
-        }
-    });
+    );
+    let sweeper = tokio::spawn(incremental::sweep(context.clone(), schedules.store()));
+    let schedules = schedules
+        .shutdown_on_signal()
+        .run(reconcile_schedule, requeue_on_error, context.clone())
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::warn!("backup schedule controller: {error}");
+            }
+        });
     futures::join!(backups, schedules);
+    sweeper.abort();
+    // Each incremental watcher writes the segment it holds.
+    context.incremental.stop_all().await;
 }
 
 fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -219,7 +229,7 @@ fn encryption_key_from(
 }
 
 /// A Kubernetes timestamp from a chrono time (millisecond precision).
-fn time(at: DateTime<Utc>) -> Time {
+pub(crate) fn time(at: DateTime<Utc>) -> Time {
     Time(
         k8s_openapi::jiff::Timestamp::from_millisecond(at.timestamp_millis())
             .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
@@ -425,6 +435,7 @@ async fn reconcile_schedule(
         .as_ref()
         .map_or(now, from_time);
     let last_started = status.last_scheduled_time.as_ref().map(from_time);
+    let mut new_base = None;
 
     if !schedule.spec.suspend && cron.is_due(last_started, created, now) {
         status.last_scheduled_time = Some(time(now));
@@ -438,6 +449,7 @@ async fn reconcile_schedule(
         let event = match outcome {
             Ok((taken, store)) => {
                 let metadata = &taken.metadata;
+                new_base = Some(metadata.clone());
                 status.last_successful_time = Some(time(metadata.completed_at));
                 status.last_successful_location = Some(taken.location.clone());
                 status.last_successful_revision = Some(metadata.revision);
@@ -474,6 +486,8 @@ async fn reconcile_schedule(
         }
     }
 
+    let incremental =
+        incremental::reconcile_incremental(&ctx, &schedule, &mut status, new_base).await;
     let now = Utc::now();
     let period = cron
         .period_at(now)
@@ -502,6 +516,9 @@ async fn reconcile_schedule(
             set_ready(&mut status, false, reason, &message, now)
         }
     }
+    if let Some(pass) = &incremental {
+        incremental::apply_freshness(&mut status, pass, now);
+    }
     let next = cron.next_after(now);
     status.next_scheduled_time = next.map(time);
     patch_status(&api, &name, &status).await?;
@@ -514,6 +531,13 @@ async fn reconcile_schedule(
         .min(Duration::from_secs(300));
     if status.last_error.is_some() && last_started.is_some() {
         wait = wait.min(Duration::from_secs(60));
+    }
+    if let Some(pass) = &incremental {
+        // Keep the loss window and the incremental staleness current.
+        wait = wait.min(
+            pass.interval
+                .clamp(Duration::from_secs(10), Duration::from_secs(60)),
+        );
     }
     Ok(Action::requeue(wait.max(Duration::from_secs(1))))
 }

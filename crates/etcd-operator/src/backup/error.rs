@@ -126,6 +126,27 @@ pub enum BackupError {
     /// No backup matches the request.
     #[error("no backup found under {0}")]
     NotFound(String),
+
+    /// A watch, read or transaction of incremental backup or replay failed
+    /// on the etcd side (connection, timeout, server error).
+    #[error("etcd {endpoint}: {message}")]
+    Etcd {
+        /// The endpoints dialled.
+        endpoint: String,
+        /// etcd's or the transport's message.
+        message: String,
+    },
+
+    /// Replaying incremental segments cannot go on: the restored etcd is
+    /// not where the segments expect it (another writer, a different
+    /// base, a revision out of reach).
+    #[error("replay stopped at revision {revision}: {reason}")]
+    Replay {
+        /// The revision the restored etcd holds.
+        revision: i64,
+        /// What does not match.
+        reason: String,
+    },
 }
 
 impl BackupError {
@@ -137,7 +158,9 @@ impl BackupError {
             | Self::EncryptionKey(_)
             | Self::WrongKey { .. }
             | Self::KeyNeeded { .. } => BackupErrorCategory::Configuration,
-            Self::Corrupt { .. } | Self::Metadata { .. } => BackupErrorCategory::Corrupt,
+            Self::Corrupt { .. } | Self::Metadata { .. } | Self::Replay { .. } => {
+                BackupErrorCategory::Corrupt
+            }
             Self::Encryption(error) => {
                 use super::encryption::EncryptionError as E;
                 match error {
@@ -162,6 +185,7 @@ impl BackupError {
             | Self::Stream { .. }
             | Self::Timeout { .. }
             | Self::Io { .. }
+            | Self::Etcd { .. }
             | Self::NotFound(_) => BackupErrorCategory::Transient,
         }
     }

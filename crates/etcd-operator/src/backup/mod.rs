@@ -11,12 +11,16 @@
 //! - [`apply_retention`]: by count and age.
 //! - [`encryption`]: optional client-side encryption of stored objects
 //!   (XChaCha20-Poly1305 STREAM), keyed by [`BackupStore::with_encryption`].
+//! - [`incremental`]: continuous incremental backup (watch segments after
+//!   each full backup), gap detection, and the replay a restore uses
+//!   ([`segment_chain`], [`replay_segments`]).
 //! - [`controller`]: the `EtcdBackup` and `EtcdBackupSchedule` controllers.
 
 pub mod controller;
 mod destination;
 pub mod encryption;
 mod error;
+pub mod incremental;
 mod metadata;
 mod restore;
 mod retention;
@@ -28,6 +32,10 @@ mod verify;
 pub use destination::{BackupStore, Credentials, keys};
 pub use encryption::{EncryptionError, EncryptionInfo, EncryptionKey};
 pub use error::{BackupError, BackupErrorCategory};
+pub use incremental::{
+    ChainGap, FetchedSegments, ReplayOutcome, SegmentChain, fetch_segments, replay_segments,
+    segment_chain,
+};
 pub use metadata::{BackupMetadata, METADATA_SUFFIX, SNAPSHOT_SUFFIX, metadata_name_for};
 pub use restore::{download_backup, list_backups, newest_backup, verify_backup};
 pub use retention::{RetentionOutcome, apply_retention, expired};

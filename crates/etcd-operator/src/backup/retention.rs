@@ -4,6 +4,8 @@
 use chrono::{DateTime, Utc};
 use object_store::ObjectStoreExt;
 
+use super::incremental::delete_chain;
+use super::incremental::segment::base_name;
 use super::metadata::BackupMetadata;
 use super::restore::list_backups;
 use super::{BackupError, BackupStore};
@@ -47,7 +49,8 @@ pub struct RetentionOutcome {
 }
 
 /// Applies retention to the store's backups. The metadata of a backup is
-/// deleted before its snapshot, so a half-deleted backup is never listed.
+/// deleted before its snapshot, so a half-deleted backup is never listed;
+/// then the chain of incremental segments after it.
 pub async fn apply_retention(
     store: &BackupStore,
     count: usize,
@@ -67,6 +70,8 @@ pub async fn apply_retention(
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
             Err(error) => return Err(error.into()),
         }
+        // The incremental segments after it cannot be restored without it.
+        delete_chain(store, &base_name(backup)).await?;
         deleted.push(store.url(&object));
     }
     Ok(RetentionOutcome {

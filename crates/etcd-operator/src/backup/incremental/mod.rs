@@ -1,0 +1,37 @@
+//! Continuous incremental backup: after a full snapshot at revision `R`,
+//! every later change of the whole keyspace is written, in revision order,
+//! to small segment objects beside the full backups, so that a restore
+//! loses at most about one segment interval of acknowledged writes.
+//!
+//! - [`format`]: the versioned binary encoding of events in a segment.
+//! - [`segment`]: segment objects and metadata at the destination.
+//! - [`buffer`]: the segment being filled.
+//! - [`chain`]: the segments after a full backup, linked in order, and the
+//!   first gap ([`segment_chain`], [`fetch_segments`]).
+//! - [`watcher`]: the task that watches etcd and writes segments, reports
+//!   gaps and takes a new full backup when the chain breaks ([`spawn`]).
+//! - [`progress`]: what a watcher reports, for status and `BackupReady`.
+//! - [`supervisor`]: one watcher per `EtcdBackupSchedule`.
+//! - [`replay`]: applying a chain on a restored etcd with the original
+//!   revision numbers ([`replay_segments`]).
+
+pub mod buffer;
+pub mod chain;
+pub mod format;
+pub mod progress;
+pub mod replay;
+pub mod segment;
+pub mod supervisor;
+pub mod watcher;
+
+pub use chain::{
+    ChainGap, FetchedSegments, GapKind, SegmentChain, delete_chain, fetch_segments, link_segments,
+    segment_chain,
+};
+pub use format::{EventKind, SegmentEvent};
+pub use progress::IncrementalProgress;
+pub use replay::{ReplayOutcome, replay_segments};
+pub use segment::{SegmentMetadata, load_segment};
+pub use watcher::{
+    EndpointsFn, IncrementalHandle, IncrementalNotice, IncrementalOptions, fixed_endpoints, spawn,
+};

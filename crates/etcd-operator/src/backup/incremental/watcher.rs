@@ -1,0 +1,640 @@
+//! The watcher: follows the newest full backup, watches the whole keyspace
+//! from the revision after the chain's end and writes segments; reports
+//! gaps and starts a new full backup (and so a new chain) at once.
+//!
+//! - A segment is closed every `interval`, or as soon as it holds
+//!   `max_segment_bytes` (checked between watch responses, which etcd fills
+//!   with whole revisions, so a revision never spans two segments). An
+//!   interval without events writes nothing; the watcher asks etcd for its
+//!   watch progress instead, which moves the durable point of an idle
+//!   cluster.
+//! - Memory holds one segment (plus one watch response).
+//! - A failed upload (after its retries), a broken watch or an unreachable
+//!   cluster drop the unwritten events and resume, after back-off, from the
+//!   revision after the chain's end: etcd's history is the buffer. Only
+//!   when etcd has compacted that history is there a gap.
+//! - On start (operator restart) the chain after the newest full backup is
+//!   listed and verified and the watch resumes after its end; a hole, a
+//!   corrupt segment, or a compacted history is a gap.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use etcd_client::{Client, ConnectOptions, EventType, WatchOptions, WatchStream};
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::buffer::SegmentBuffer;
+use super::chain::{ChainGap, GapKind, segment_chain};
+use super::format::{EventKind, SegmentEvent};
+use super::progress::IncrementalProgress;
+use super::segment::{SegmentMetadata, base_name, store_segment};
+use crate::backup::{
+    BackupError, BackupMetadata, BackupStore, SnapshotOptions, TakenBackup, newest_backup,
+    take_backup,
+};
+use crate::etcd::format_id;
+
+/// Largest watch response accepted: etcd sends up to 1,000 whole revisions
+/// per response, each up to the server's request limit.
+const WATCH_MAX_MESSAGE: usize = 256 * 1024 * 1024;
+/// How often the watcher looks for a newer full backup taken by someone
+/// else than this operator (a one-shot `EtcdBackup` to the same folder).
+const NEWER_BASE_CHECK: Duration = Duration::from_secs(60);
+/// Capacity of the notice channel; notices beyond it are dropped (the
+/// progress still counts them).
+const NOTICES: usize = 64;
+
+/// Where the cluster's members are, asked again at every (re)connection
+/// because pod IPs change.
+pub type EndpointsFn =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<Vec<String>, BackupError>> + Send + Sync>;
+
+/// Endpoints that never change (tests, static clusters).
+pub fn fixed_endpoints(endpoints: Vec<String>) -> EndpointsFn {
+    Arc::new(move || {
+        let endpoints = endpoints.clone();
+        Box::pin(async move { Ok(endpoints) })
+    })
+}
+
+/// How a watcher runs.
+#[derive(Debug, Clone)]
+pub struct IncrementalOptions {
+    /// Namespace of the `EtcdCluster` (recorded in full backups).
+    pub namespace: String,
+    /// Name of the `EtcdCluster`.
+    pub cluster: String,
+    /// Longest time a segment stays open.
+    pub interval: Duration,
+    /// A segment is closed once it holds this many encoded bytes.
+    pub max_segment_bytes: usize,
+    /// How full backups are taken after a gap.
+    pub snapshot: SnapshotOptions,
+    /// Gaps counted before this watcher started (from status).
+    pub gaps_before: u64,
+    /// First wait after a failure; doubles up to `max_back_off`.
+    pub min_back_off: Duration,
+    /// Longest wait after failures.
+    pub max_back_off: Duration,
+}
+
+impl IncrementalOptions {
+    /// Options with the API's defaults (20 s, 16 MiB) for a cluster.
+    pub fn new(namespace: &str, cluster: &str) -> Self {
+        Self {
+            namespace: namespace.to_string(),
+            cluster: cluster.to_string(),
+            interval: Duration::from_secs(20),
+            max_segment_bytes: 16 * 1024 * 1024,
+            snapshot: SnapshotOptions::default(),
+            gaps_before: 0,
+            min_back_off: Duration::from_secs(1),
+            max_back_off: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What a watcher did that is worth an Event.
+#[derive(Debug, Clone)]
+pub enum IncrementalNotice {
+    /// The watcher follows a full backup, from a revision on.
+    Following {
+        /// Base name of the full backup.
+        base: String,
+        /// The first revision watched.
+        from_revision: i64,
+        /// Segments already in its chain (resumed) or 0.
+        segments: usize,
+    },
+    /// A gap: the chain cannot be continued; a full backup follows.
+    Gap(ChainGap),
+    /// A full backup taken because of a gap (or because none existed).
+    FullBackupTaken(Box<TakenBackup>),
+    /// A failure; the watcher retries after back-off.
+    Failed(String),
+}
+
+/// The handle of a running watcher.
+pub struct IncrementalHandle {
+    progress: watch::Receiver<IncrementalProgress>,
+    notices: Option<mpsc::Receiver<IncrementalNotice>>,
+    bases: watch::Sender<Option<BackupMetadata>>,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl IncrementalHandle {
+    /// The watcher's progress now.
+    pub fn progress(&self) -> IncrementalProgress {
+        self.progress.borrow().clone()
+    }
+
+    /// A receiver of progress updates.
+    pub fn subscribe(&self) -> watch::Receiver<IncrementalProgress> {
+        self.progress.clone()
+    }
+
+    /// The notices (once; `None` afterwards).
+    pub fn take_notices(&mut self) -> Option<mpsc::Receiver<IncrementalNotice>> {
+        self.notices.take()
+    }
+
+    /// Tells the watcher about a full backup taken elsewhere (the cron
+    /// schedule): it closes its segment and starts a chain after it.
+    pub fn announce_base(&self, base: BackupMetadata) {
+        self.bases.send_replace(Some(base));
+    }
+
+    /// Whether the task has ended (it ends only when stopped or panicked).
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Stops the watcher: it writes the segment it holds, then ends; after
+    /// `grace` it is aborted.
+    pub async fn stop(self, grace: Duration) {
+        self.cancel.cancel();
+        let mut task = self.task;
+        if tokio::time::timeout(grace, &mut task).await.is_err() {
+            task.abort();
+        }
+    }
+}
+
+/// Starts a watcher for the cluster whose backups live in `store`.
+pub fn spawn(
+    store: BackupStore,
+    endpoints: EndpointsFn,
+    options: IncrementalOptions,
+) -> IncrementalHandle {
+    let progress = IncrementalProgress {
+        gaps: options.gaps_before,
+        ..IncrementalProgress::default()
+    };
+    let (progress_tx, progress_rx) = watch::channel(progress);
+    let (notices_tx, notices_rx) = mpsc::channel(NOTICES);
+    let (bases_tx, bases_rx) = watch::channel(None);
+    let cancel = CancellationToken::new();
+    let watcher = Watcher {
+        store,
+        endpoints,
+        options,
+        progress: progress_tx,
+        notices: notices_tx,
+        bases: bases_rx,
+        bases_open: true,
+        needs_full: None,
+        failures: 0,
+    };
+    let task = tokio::spawn(watcher.run(cancel.clone()));
+    IncrementalHandle {
+        progress: progress_rx,
+        notices: Some(notices_rx),
+        bases: bases_tx,
+        cancel,
+        task,
+    }
+}
+
+/// The chain being written.
+#[derive(Debug, Clone)]
+struct Position {
+    base: BackupMetadata,
+    /// Every revision up to this one is in the base or a durable segment.
+    last_revision: i64,
+    segments: u64,
+}
+
+/// How one watch ended without error.
+enum WatchEnd {
+    /// Stopped by the handle.
+    Cancelled,
+    /// Follow another base (newer full backup) or take one (gap).
+    Restart,
+}
+
+struct Watcher {
+    store: BackupStore,
+    endpoints: EndpointsFn,
+    options: IncrementalOptions,
+    progress: watch::Sender<IncrementalProgress>,
+    notices: mpsc::Sender<IncrementalNotice>,
+    bases: watch::Receiver<Option<BackupMetadata>>,
+    bases_open: bool,
+    /// A gap was seen and no full backup taken since.
+    needs_full: Option<DateTime<Utc>>,
+    failures: u32,
+}
+
+impl Watcher {
+    async fn run(mut self, cancel: CancellationToken) {
+        let mut position: Option<Position> = None;
+        loop {
+            let outcome = tokio::select! {
+                () = cancel.cancelled() => return,
+                outcome = self.prepare(&mut position) => outcome,
+            };
+            let outcome = match (outcome, &mut position) {
+                (Ok(()), Some(position)) => self.watch(position, &cancel).await,
+                (Ok(()), None) => Ok(WatchEnd::Restart),
+                (Err(error), _) => Err(error),
+            };
+            match outcome {
+                Ok(WatchEnd::Cancelled) => return,
+                Ok(WatchEnd::Restart) => {}
+                Err(error) => {
+                    self.failures += 1;
+                    let wait = back_off(
+                        self.failures,
+                        self.options.min_back_off,
+                        self.options.max_back_off,
+                    );
+                    tracing::warn!(
+                        cluster = %self.options.cluster,
+                        "incremental backup: {error}; retrying in {wait:?}"
+                    );
+                    let message = error.to_string();
+                    self.progress
+                        .send_modify(|p| p.last_error = Some(message.clone()));
+                    self.notify(IncrementalNotice::Failed(message));
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes sure there is a chain to extend: takes the full backup a gap
+    /// asks for, or finds the newest full backup and checks its chain.
+    async fn prepare(&mut self, position: &mut Option<Position>) -> Result<(), BackupError> {
+        if let Some(seen) = self.needs_full {
+            // A full backup taken elsewhere since the gap will do.
+            let announced = self.announced().filter(|b| b.started_at > seen);
+            let base = match announced {
+                Some(base) => base,
+                None => self.take_full().await?,
+            };
+            self.needs_full = None;
+            *position = Some(self.follow(base, None));
+            return Ok(());
+        }
+        if position.is_some() {
+            return Ok(());
+        }
+        let base = match self.announced() {
+            Some(base) => base,
+            None => match newest_backup(&self.store).await {
+                Ok(base) => base,
+                Err(BackupError::NotFound(_)) => self.take_full().await?,
+                Err(error) => return Err(error),
+            },
+        };
+        let chain = segment_chain(&self.store, &base).await?;
+        if let Some(gap) = chain.gap {
+            self.gap(gap);
+            return Ok(());
+        }
+        *position = Some(self.follow(base, Some((chain.segments, chain.last_revision))));
+        Ok(())
+    }
+
+    /// The newest full backup announced by the controller, if any.
+    fn announced(&self) -> Option<BackupMetadata> {
+        self.bases.borrow().clone()
+    }
+
+    /// Starts following `base`, with its verified chain when resuming.
+    fn follow(
+        &mut self,
+        base: BackupMetadata,
+        resumed: Option<(Vec<SegmentMetadata>, i64)>,
+    ) -> Position {
+        let (segments, last_revision) = resumed.unwrap_or((Vec::new(), base.revision));
+        let last_segment = segments.last().cloned();
+        let durable_at = last_segment
+            .as_ref()
+            .map_or(base.started_at, |s| s.closed_at);
+        let name = base_name(&base);
+        self.progress.send_modify(|p| {
+            p.base = Some(name.clone());
+            p.base_revision = Some(base.revision);
+            p.segments = segments.len() as u64;
+            p.last_segment = last_segment;
+            p.durable_revision = Some(last_revision);
+            // Switching to a newer full backup: the previous chain was
+            // closed first, so what was durable stays durable.
+            p.durable_at = Some(p.durable_at.map_or(durable_at, |at| at.max(durable_at)));
+        });
+        self.notify(IncrementalNotice::Following {
+            base: name,
+            from_revision: last_revision + 1,
+            segments: segments.len(),
+        });
+        Position {
+            base,
+            last_revision,
+            segments: segments.len() as u64,
+        }
+    }
+
+    /// Records a gap; the next round takes a full backup.
+    fn gap(&mut self, gap: ChainGap) {
+        let now = Utc::now();
+        tracing::warn!(cluster = %self.options.cluster, "incremental backup: {gap}");
+        self.progress.send_modify(|p| {
+            p.gaps += 1;
+            p.last_gap = Some((gap.clone(), now));
+        });
+        self.notify(IncrementalNotice::Gap(gap));
+        self.needs_full = Some(now);
+    }
+
+    async fn take_full(&mut self) -> Result<BackupMetadata, BackupError> {
+        let endpoints = (self.endpoints)().await?;
+        let taken = take_backup(
+            &self.store,
+            &endpoints,
+            &self.options.namespace,
+            &self.options.cluster,
+            &self.options.snapshot,
+        )
+        .await?;
+        let base = taken.metadata.clone();
+        self.progress
+            .send_modify(|p| p.last_full = Some(taken.clone()));
+        self.notify(IncrementalNotice::FullBackupTaken(Box::new(taken)));
+        Ok(base)
+    }
+
+    fn notify(&self, notice: IncrementalNotice) {
+        if self.notices.try_send(notice).is_err() {
+            tracing::debug!("incremental backup notice dropped (nobody reads, or full)");
+        }
+    }
+
+    /// Watches from the revision after the chain's end and writes segments
+    /// until stopped, told to follow another base, or failing.
+    async fn watch(
+        &mut self,
+        position: &mut Position,
+        cancel: &CancellationToken,
+    ) -> Result<WatchEnd, BackupError> {
+        let endpoints = (self.endpoints)().await?;
+        let etcd_error = |message: String| BackupError::Etcd {
+            endpoint: endpoints.join(","),
+            message,
+        };
+        let mut stream = open_watch(&endpoints, position.last_revision + 1, &self.options)
+            .await
+            .map_err(|e| etcd_error(format!("open the watch: {e}")))?;
+        let mut buffer = SegmentBuffer::new();
+        let interval = self.options.interval;
+        let mut ticker = tokio::time::interval_at(Instant::now() + interval, interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut newer_base_check =
+            tokio::time::interval_at(Instant::now() + NEWER_BASE_CHECK, NEWER_BASE_CHECK);
+        let silence_limit = (interval * 3).max(Duration::from_secs(30));
+        let mut last_heard = Instant::now();
+        // The newest revision received (durable or in the buffer).
+        let mut received = position.last_revision;
+        loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    self.flush(position, &mut buffer).await?;
+                    return Ok(WatchEnd::Cancelled);
+                }
+                changed = self.bases.changed(), if self.bases_open => {
+                    if changed.is_err() {
+                        self.bases_open = false;
+                        continue;
+                    }
+                    if let Some(base) = self.announced().filter(|b| is_newer(b, &position.base)) {
+                        self.flush(position, &mut buffer).await?;
+                        *position = self.follow(base, None);
+                        return Ok(WatchEnd::Restart);
+                    }
+                }
+                _ = newer_base_check.tick() => {
+                    if let Ok(newest) = newest_backup(&self.store).await
+                        && is_newer(&newest, &position.base)
+                    {
+                        self.flush(position, &mut buffer).await?;
+                        *position = self.follow(newest, None);
+                        return Ok(WatchEnd::Restart);
+                    }
+                }
+                _ = ticker.tick() => {
+                    if buffer.is_empty() {
+                        stream
+                            .request_progress()
+                            .await
+                            .map_err(|e| etcd_error(format!("request the watch progress: {e}")))?;
+                    } else {
+                        self.flush(position, &mut buffer).await?;
+                    }
+                    if last_heard.elapsed() > silence_limit {
+                        return Err(etcd_error(format!(
+                            "the watch has been silent for {:?}",
+                            last_heard.elapsed()
+                        )));
+                    }
+                }
+                message = stream.message() => {
+                    last_heard = Instant::now();
+                    let response = match message {
+                        Ok(Some(response)) => response,
+                        Ok(None) => {
+                            self.flush(position, &mut buffer).await?;
+                            return Err(etcd_error("the watch stream ended".to_string()));
+                        }
+                        Err(error) => {
+                            self.flush(position, &mut buffer).await?;
+                            return Err(etcd_error(format!("watch: {error}")));
+                        }
+                    };
+                    if response.canceled() {
+                        self.flush(position, &mut buffer).await?;
+                        if response.compact_revision() > 0 {
+                            self.gap(ChainGap {
+                                kind: GapKind::Compacted,
+                                after_revision: position.last_revision,
+                                message: format!(
+                                    "etcd has compacted its history up to revision {}; the chain needs revision {} on",
+                                    response.compact_revision(),
+                                    position.last_revision + 1
+                                ),
+                            });
+                            return Ok(WatchEnd::Restart);
+                        }
+                        return Err(etcd_error(format!(
+                            "the watch was canceled: {}",
+                            response.cancel_reason()
+                        )));
+                    }
+                    if let Some(header) = response.header() {
+                        let cluster = format_id(header.cluster_id());
+                        if header.cluster_id() != 0 && cluster != position.base.cluster_id {
+                            self.flush(position, &mut buffer).await?;
+                            self.gap(ChainGap {
+                                kind: GapKind::ClusterChanged,
+                                after_revision: position.last_revision,
+                                message: format!(
+                                    "the endpoints serve etcd cluster {cluster}, the full backup is of cluster {}",
+                                    position.base.cluster_id
+                                ),
+                            });
+                            return Ok(WatchEnd::Restart);
+                        }
+                    }
+                    if response.created() {
+                        continue;
+                    }
+                    if response.events().is_empty() {
+                        // Progress: every event up to the header's revision
+                        // has been delivered.
+                        let revision = response.header().map_or(0, |h| h.revision());
+                        if buffer.is_empty() && revision >= received {
+                            self.mark_idle(revision);
+                        }
+                        continue;
+                    }
+                    let now = Utc::now();
+                    for event in response.events() {
+                        let Some(event) = segment_event(event) else {
+                            continue;
+                        };
+                        if event.revision <= position.last_revision {
+                            continue;
+                        }
+                        if event.revision > received + 1 {
+                            self.flush(position, &mut buffer).await?;
+                            return Err(etcd_error(format!(
+                                "the watch skipped from revision {received} to {}",
+                                event.revision
+                            )));
+                        }
+                        received = event.revision;
+                        buffer.push(&event, now).map_err(|reason| BackupError::Corrupt {
+                            location: endpoints.join(","),
+                            reason,
+                        })?;
+                    }
+                    if buffer.is_full(self.options.max_segment_bytes) {
+                        self.flush(position, &mut buffer).await?;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the buffered events as the next segment, if any.
+    async fn flush(
+        &mut self,
+        position: &mut Position,
+        buffer: &mut SegmentBuffer,
+    ) -> Result<(), BackupError> {
+        let Some(pending) = buffer.take(Utc::now()) else {
+            return Ok(());
+        };
+        let segment = store_segment(&self.store, &position.base, &pending).await?;
+        position.last_revision = segment.last_revision;
+        position.segments += 1;
+        self.failures = 0;
+        tracing::debug!(
+            cluster = %self.options.cluster,
+            object = %segment.object,
+            events = segment.events,
+            "incremental segment written"
+        );
+        let segments = position.segments;
+        self.progress.send_modify(|p| {
+            p.segments = segments;
+            p.durable_revision = Some(segment.last_revision);
+            p.durable_at = Some(segment.closed_at);
+            p.last_segment = Some(segment);
+            p.last_error = None;
+        });
+        Ok(())
+    }
+
+    /// etcd confirmed that nothing happened after `revision`: everything is
+    /// durable up to it, now.
+    fn mark_idle(&mut self, revision: i64) {
+        self.failures = 0;
+        self.progress.send_modify(|p| {
+            p.durable_revision = Some(p.durable_revision.unwrap_or(0).max(revision));
+            p.durable_at = Some(Utc::now());
+            p.last_error = None;
+        });
+    }
+}
+
+/// Whether `candidate` is a newer full backup than `current`.
+fn is_newer(candidate: &BackupMetadata, current: &BackupMetadata) -> bool {
+    candidate.started_at > current.started_at && candidate.revision >= current.revision
+}
+
+fn segment_event(event: &etcd_client::Event) -> Option<SegmentEvent> {
+    let kv = event.kv()?;
+    let kind = match event.event_type() {
+        EventType::Put => EventKind::Put,
+        EventType::Delete => EventKind::Delete,
+    };
+    Some(SegmentEvent {
+        revision: kv.mod_revision(),
+        kind,
+        key: kv.key().to_vec(),
+        value: match kind {
+            EventKind::Put => kv.value().to_vec(),
+            EventKind::Delete => Vec::new(),
+        },
+        lease: kv.lease(),
+    })
+}
+
+async fn open_watch(
+    endpoints: &[String],
+    from_revision: i64,
+    options: &IncrementalOptions,
+) -> Result<WatchStream, etcd_client::Error> {
+    let connect = ConnectOptions::new()
+        .with_connect_timeout(options.snapshot.settings.connect_timeout)
+        .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
+        .with_require_leader(true);
+    let client = Client::connect(endpoints, Some(connect)).await?;
+    let watch = WatchOptions::new()
+        .with_all_keys()
+        .with_start_revision(from_revision)
+        .with_progress_notify();
+    client
+        .watch_client()
+        .max_decoding_message_size(WATCH_MAX_MESSAGE)
+        .watch(vec![0u8], Some(watch))
+        .await
+}
+
+/// `min` doubling per failure, capped at `max`.
+fn back_off(failures: u32, min: Duration, max: Duration) -> Duration {
+    let exponent = failures.saturating_sub(1).min(16);
+    min.saturating_mul(2u32.saturating_pow(exponent)).min(max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_off_doubles_up_to_the_cap() {
+        let (min, max) = (Duration::from_secs(1), Duration::from_secs(60));
+        assert_eq!(back_off(1, min, max), Duration::from_secs(1));
+        assert_eq!(back_off(3, min, max), Duration::from_secs(4));
+        assert_eq!(back_off(40, min, max), Duration::from_secs(60));
+    }
+}

@@ -1,0 +1,496 @@
+//! Continuous incremental backup against real etcd processes on loopback,
+//! into the local-path destination: segments written within the interval
+//! (and early at the size limit), a chain resumed after a restart without
+//! a gap, restore = `etcdutl snapshot restore` of the full backup + replay,
+//! which gives exactly the source's keys, values and revisions at the
+//! chain's end and at an earlier revision; a compacted history is a gap
+//! answered by a new full backup at once; a corrupt segment stops the chain
+//! with a clear error, before any of its events is applied. No mocks.
+
+mod backup_support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, CompactionOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_operator::api::{BackupDestination, LocalDestination};
+use etcd_operator::backup::incremental::segment::base_name;
+use etcd_operator::backup::incremental::{
+    GapKind, IncrementalHandle, IncrementalNotice, IncrementalOptions, fixed_endpoints, spawn,
+};
+use etcd_operator::backup::{
+    BackupError, BackupMetadata, BackupStore, SnapshotOptions, download_backup, list_backups,
+    replay_segments, segment_chain, take_backup,
+};
+use tokio::sync::mpsc;
+
+use backup_support::{EtcdCluster, restore_and_start, write_keys};
+
+const INTERVAL: Duration = Duration::from_secs(1);
+/// Small, so that a burst of writes fills several segments.
+const MAX_SEGMENT_BYTES: usize = 4096;
+/// How long a write may take to become durable: one interval, plus the
+/// upload and a busy two-core machine.
+const DURABLE_WITHIN: Duration = Duration::from_secs(6);
+
+fn local_store(root: &std::path::Path) -> BackupStore {
+    let destination = BackupDestination {
+        local: Some(LocalDestination {
+            path: root.join("backups").display().to_string(),
+        }),
+        ..BackupDestination::default()
+    };
+    BackupStore::open(&destination, "prod", "main", &BTreeMap::new()).expect("local store")
+}
+
+fn start_watcher(store: &BackupStore, cluster: &EtcdCluster) -> IncrementalHandle {
+    let options = IncrementalOptions {
+        interval: INTERVAL,
+        max_segment_bytes: MAX_SEGMENT_BYTES,
+        min_back_off: Duration::from_millis(200),
+        max_back_off: Duration::from_secs(2),
+        ..IncrementalOptions::new("prod", "main")
+    };
+    spawn(store.clone(), fixed_endpoints(cluster.endpoints()), options)
+}
+
+async fn full_backup(store: &BackupStore, cluster: &EtcdCluster) -> BackupMetadata {
+    take_backup(
+        store,
+        &cluster.endpoints(),
+        "prod",
+        "main",
+        &SnapshotOptions::default(),
+    )
+    .await
+    .expect("full backup")
+    .metadata
+}
+
+/// Waits until every write up to `revision` is durable; returns how long
+/// it took.
+async fn wait_durable(handle: &IncrementalHandle, revision: i64) -> Duration {
+    let started = Instant::now();
+    let mut progress = handle.subscribe();
+    let reached = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if progress
+                .borrow_and_update()
+                .durable_revision
+                .is_some_and(|r| r >= revision)
+            {
+                return;
+            }
+            if progress.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        reached.is_ok(),
+        "revision {revision} not durable within 30 s: {:?}",
+        handle.progress()
+    );
+    started.elapsed()
+}
+
+/// The next notice that `pick` keeps, within `timeout`.
+async fn next_notice<T>(
+    notices: &mut mpsc::Receiver<IncrementalNotice>,
+    timeout: Duration,
+    mut pick: impl FnMut(IncrementalNotice) -> Option<T>,
+) -> T {
+    tokio::time::timeout(timeout, async {
+        loop {
+            let notice = notices.recv().await.expect("watcher alive");
+            if let Some(found) = pick(notice) {
+                return found;
+            }
+        }
+    })
+    .await
+    .expect("notice within the timeout")
+}
+
+/// One key as etcd holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Kv {
+    key: String,
+    value: Vec<u8>,
+    create_revision: i64,
+    mod_revision: i64,
+    version: i64,
+    lease: i64,
+}
+
+/// Every key at `revision` (now when `None`), and the server's revision.
+async fn dump(client: &mut Client, revision: Option<i64>) -> (Vec<Kv>, i64) {
+    let mut options = GetOptions::new().with_all_keys();
+    if let Some(revision) = revision {
+        options = options.with_revision(revision);
+    }
+    let response = client.get(vec![0u8], Some(options)).await.expect("get");
+    let kvs = response
+        .kvs()
+        .iter()
+        .map(|kv| Kv {
+            key: String::from_utf8_lossy(kv.key()).into_owned(),
+            value: kv.value().to_vec(),
+            create_revision: kv.create_revision(),
+            mod_revision: kv.mod_revision(),
+            version: kv.version(),
+            lease: kv.lease(),
+        })
+        .collect();
+    (kvs, response.header().expect("header").revision())
+}
+
+/// `kvs` without leases (compared separately).
+fn without_leases(kvs: &[Kv]) -> Vec<Kv> {
+    kvs.iter()
+        .map(|kv| Kv {
+            lease: 0,
+            ..kv.clone()
+        })
+        .collect()
+}
+
+fn lease_of(kvs: &[Kv], key: &str) -> i64 {
+    kvs.iter()
+        .find(|kv| kv.key == key)
+        .unwrap_or_else(|| panic!("{key} is missing"))
+        .lease
+}
+
+async fn put(client: &mut Client, key: &str, value: &str) -> i64 {
+    client
+        .put(key, value, None)
+        .await
+        .expect("put")
+        .header()
+        .expect("header")
+        .revision()
+}
+
+async fn put_with_lease(client: &mut Client, key: &str, lease: i64) -> i64 {
+    client
+        .put(
+            key,
+            format!("leased by {lease:x}"),
+            Some(PutOptions::new().with_lease(lease)),
+        )
+        .await
+        .expect("put")
+        .header()
+        .expect("header")
+        .revision()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_backup_plus_segments_restores_the_source_exactly_at_its_end_and_earlier() {
+    let cluster = EtcdCluster::start(3).await;
+    let mut client = cluster.client().await;
+    write_keys(&mut client, 40, 100).await;
+    let lease_in_base = client.lease_grant(600, None).await.expect("lease").id();
+    put_with_lease(&mut client, "lease/in-base", lease_in_base).await;
+    let root = tempfile::tempdir().expect("tempdir");
+    let store = local_store(root.path());
+    let base = full_backup(&store, &cluster).await;
+
+    let mut handle = start_watcher(&store, &cluster);
+    let mut notices = handle.take_notices().expect("notices");
+    let from = next_notice(&mut notices, Duration::from_secs(10), |n| match n {
+        IncrementalNotice::Following { from_revision, .. } => Some(from_revision),
+        _ => None,
+    })
+    .await;
+    assert_eq!(from, base.revision + 1);
+
+    // Puts, deletes, a multi-operation transaction, a range delete, keys
+    // with leases (one the full backup holds, one granted after it).
+    put(&mut client, "a", "1").await;
+    put(&mut client, "b", "1").await;
+    put(&mut client, "a", "2").await;
+    client.delete("key-000003", None).await.expect("delete");
+    client
+        .txn(Txn::new().and_then([
+            TxnOp::put("x", "from a txn", None),
+            TxnOp::put("y", "from a txn", None),
+            TxnOp::delete("b", None),
+        ]))
+        .await
+        .expect("txn");
+    client
+        .delete("key-00001", Some(DeleteOptions::new().with_prefix()))
+        .await
+        .expect("range delete");
+    let lease_after = client.lease_grant(600, None).await.expect("lease").id();
+    put_with_lease(&mut client, "lease/after", lease_after).await;
+    put_with_lease(&mut client, "lease/in-base-again", lease_in_base).await;
+    let written = put(&mut client, "last-before-the-burst", "x").await;
+    let took = wait_durable(&handle, written).await;
+    assert!(took <= DURABLE_WITHIN, "durable after {took:?}");
+    assert!(
+        handle.progress().loss_window(chrono::Utc::now()) < Some(chrono::Duration::seconds(5)),
+        "{:?}",
+        handle.progress()
+    );
+
+    // A burst larger than a segment: closed early at the size limit.
+    let mut mid = 0;
+    for i in 0..24 {
+        mid = put(&mut client, &format!("burst-{i:02}"), &"z".repeat(400)).await;
+    }
+    wait_durable(&handle, mid).await;
+
+    // An idle cluster writes no segment, but its durable point moves on
+    // with etcd's watch progress.
+    let segments = handle.progress().segments;
+    tokio::time::sleep(INTERVAL * 3).await;
+    let idle = handle.progress();
+    assert_eq!(idle.segments, segments, "no segment while idle");
+    assert_eq!(idle.durable_revision, Some(mid));
+    assert!(
+        idle.loss_window(chrono::Utc::now()) <= Some(chrono::Duration::seconds(2)),
+        "{idle:?}"
+    );
+
+    // The operator restarts: the chain resumes after its newest segment.
+    handle.stop(Duration::from_secs(10)).await;
+    let segments_before = segment_chain(&store, &base)
+        .await
+        .expect("chain")
+        .segments
+        .len();
+    let lease_gone = client.lease_grant(600, None).await.expect("lease").id();
+    put_with_lease(&mut client, "gone/1", lease_gone).await;
+    put_with_lease(&mut client, "gone/2", lease_gone).await;
+    client.lease_revoke(lease_gone).await.expect("revoke");
+    put(&mut client, "a", "3").await;
+    let mut handle = start_watcher(&store, &cluster);
+    let mut notices = handle.take_notices().expect("notices");
+    let (from, resumed) = next_notice(&mut notices, Duration::from_secs(10), |n| match n {
+        IncrementalNotice::Following {
+            from_revision,
+            segments,
+            ..
+        } => Some((from_revision, segments)),
+        other => panic!("unexpected notice on resume: {other:?}"),
+    })
+    .await;
+    assert_eq!(resumed, segments_before);
+    assert_eq!(from, mid + 1, "resumed right after the newest segment");
+    let end = put(&mut client, "the-end", "!").await;
+    wait_durable(&handle, end).await;
+    handle.stop(Duration::from_secs(10)).await;
+    assert!(notices.try_recv().is_err(), "no gap, no failure");
+
+    let chain = segment_chain(&store, &base).await.expect("chain");
+    assert_eq!(chain.gap, None);
+    assert_eq!(chain.last_revision, end);
+    assert_eq!(chain.segments[0].first_revision, base.revision + 1);
+    assert!(chain.segments.len() >= 4, "{:?}", chain.segments);
+    assert!(
+        chain
+            .segments
+            .iter()
+            .any(|s| s.encoded_bytes >= MAX_SEGMENT_BYTES as u64),
+        "a segment closed at the size limit"
+    );
+    assert!(
+        chain
+            .segments
+            .iter()
+            .all(|s| s.encoded_bytes < 2 * MAX_SEGMENT_BYTES as u64),
+        "no segment grows far beyond the limit"
+    );
+
+    let (source_end, source_revision) = dump(&mut client, None).await;
+    assert_eq!(source_revision, end);
+    let (source_mid, _) = dump(&mut client, Some(mid)).await;
+
+    // Restore at the chain's end.
+    let snapshot = root.path().join("base.db");
+    download_backup(&store, &base, &snapshot)
+        .await
+        .expect("download");
+    let restore_root = tempfile::tempdir().expect("tempdir");
+    let restored = restore_and_start(&snapshot, restore_root.path()).await;
+    let mut restored_client = restored.client().await;
+    let outcome = replay_segments(&store, &chain, None, &mut restored_client)
+        .await
+        .expect("replay");
+    assert_eq!(outcome.revision, end);
+    assert!(outcome.start_revision >= base.revision);
+    assert_eq!(outcome.segments_read, chain.segments.len());
+    let (restored_end, restored_revision) = dump(&mut restored_client, None).await;
+    assert_eq!(restored_revision, end, "same revision as the source");
+    assert_eq!(without_leases(&restored_end), without_leases(&source_end));
+    // A lease the snapshot holds is kept; one granted after it is not.
+    assert_eq!(lease_of(&restored_end, "lease/in-base"), lease_in_base);
+    assert_eq!(
+        lease_of(&restored_end, "lease/in-base-again"),
+        lease_in_base
+    );
+    assert_eq!(lease_of(&source_end, "lease/after"), lease_after);
+    assert_eq!(lease_of(&restored_end, "lease/after"), 0);
+    assert_eq!(outcome.puts_without_lease, 3, "lease/after and gone/*");
+
+    // Restore at an earlier revision.
+    let restore_root = tempfile::tempdir().expect("tempdir");
+    let restored = restore_and_start(&snapshot, restore_root.path()).await;
+    let mut restored_client = restored.client().await;
+    let outcome = replay_segments(&store, &chain, Some(mid), &mut restored_client)
+        .await
+        .expect("replay to mid");
+    assert_eq!(outcome.revision, mid);
+    let (restored_mid, restored_revision) = dump(&mut restored_client, None).await;
+    assert_eq!(restored_revision, mid);
+    assert_eq!(without_leases(&restored_mid), without_leases(&source_mid));
+
+    // Beyond the chain is refused with the reason.
+    let error = replay_segments(&store, &chain, Some(end + 5), &mut restored_client)
+        .await
+        .expect_err("beyond the chain");
+    assert!(
+        error.to_string().contains("beyond what the chain"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_and_corruption_are_gaps_answered_by_a_new_full_backup() {
+    let cluster = EtcdCluster::start(1).await;
+    let mut client = cluster.client().await;
+    write_keys(&mut client, 10, 50).await;
+    let root = tempfile::tempdir().expect("tempdir");
+    let store = local_store(root.path());
+    let first_base = full_backup(&store, &cluster).await;
+
+    // Two segments, an interval apart.
+    let handle = start_watcher(&store, &cluster);
+    for round in 0..2 {
+        let mut last = 0;
+        for i in 0..5 {
+            last = put(&mut client, &format!("round-{round}-{i}"), "v").await;
+        }
+        wait_durable(&handle, last).await;
+    }
+    handle.stop(Duration::from_secs(10)).await;
+    let first_chain = segment_chain(&store, &first_base).await.expect("chain");
+    assert_eq!(first_chain.gap, None);
+    assert!(
+        first_chain.segments.len() >= 2,
+        "{:?}",
+        first_chain.segments
+    );
+
+    // While the watcher is stopped, etcd compacts past the chain's end.
+    for i in 0..5 {
+        put(&mut client, &format!("unwatched-{i}"), "v").await;
+    }
+    let compacted = put(&mut client, "unwatched-last", "v").await;
+    client
+        .compact(compacted, Some(CompactionOptions::new().with_physical()))
+        .await
+        .expect("compact");
+
+    let started = Instant::now();
+    let mut handle = start_watcher(&store, &cluster);
+    let mut notices = handle.take_notices().expect("notices");
+    let gap = next_notice(&mut notices, Duration::from_secs(20), |n| match n {
+        IncrementalNotice::Gap(gap) => Some(gap),
+        _ => None,
+    })
+    .await;
+    assert_eq!(gap.kind, GapKind::Compacted);
+    assert_eq!(gap.after_revision, first_chain.last_revision);
+    assert!(
+        gap.message.contains(&format!("up to revision {compacted}")),
+        "{gap}"
+    );
+    let taken = next_notice(&mut notices, Duration::from_secs(20), |n| match n {
+        IncrementalNotice::FullBackupTaken(taken) => Some(taken),
+        _ => None,
+    })
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let second_base = taken.metadata.clone();
+    assert!(second_base.revision >= compacted);
+    let after = put(&mut client, "after-the-gap", "v").await;
+    wait_durable(&handle, after).await;
+    let progress = handle.progress();
+    assert_eq!(progress.gaps, 1);
+    assert_eq!(progress.base, Some(base_name(&second_base)));
+    assert!(progress.last_gap.is_some());
+    handle.stop(Duration::from_secs(10)).await;
+    assert_eq!(list_backups(&store).await.expect("list").len(), 2);
+    let second_chain = segment_chain(&store, &second_base).await.expect("chain");
+    assert_eq!(second_chain.gap, None);
+    assert_eq!(second_chain.last_revision, after);
+    assert_eq!(
+        second_chain.segments[0].first_revision,
+        second_base.revision + 1
+    );
+
+    // A flipped byte in the first chain's second segment: the chain stops
+    // before it, and a replay refuses it before applying any of its events.
+    let damaged = &first_chain.segments[1];
+    let first_segment_end = first_chain.segments[0].last_revision;
+    let file = root.path().join("backups/prod/main").join(&damaged.object);
+    let mut bytes = std::fs::read(&file).expect("segment file");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    std::fs::write(&file, bytes).expect("write");
+    let checked = segment_chain(&store, &first_base).await.expect("chain");
+    assert_eq!(checked.segments.len(), 1);
+    assert_eq!(checked.last_revision, first_segment_end);
+    let gap = checked.gap.expect("a gap at the damaged segment");
+    assert_eq!(gap.kind, GapKind::Corrupt);
+    assert!(
+        gap.message.contains(&damaged.object) && gap.message.contains("SHA-256"),
+        "{gap}"
+    );
+
+    let snapshot = root.path().join("first.db");
+    download_backup(&store, &first_base, &snapshot)
+        .await
+        .expect("download");
+    let restore_root = tempfile::tempdir().expect("tempdir");
+    let restored = restore_and_start(&snapshot, restore_root.path()).await;
+    let mut restored_client = restored.client().await;
+    let error = replay_segments(&store, &first_chain, None, &mut restored_client)
+        .await
+        .expect_err("corrupt segment");
+    assert!(matches!(error, BackupError::Corrupt { .. }), "{error}");
+    assert!(error.to_string().contains(&damaged.object), "{error}");
+    let (_, revision) = dump(&mut restored_client, None).await;
+    assert_eq!(
+        revision, first_segment_end,
+        "the segment before is applied, nothing of the damaged one"
+    );
+
+    // The newest chain damaged while the operator is away: on restart the
+    // watcher reports the gap and takes a new full backup at once.
+    let newest = &second_chain.segments[0];
+    std::fs::remove_file(root.path().join("backups/prod/main").join(&newest.object))
+        .expect("remove the segment object");
+    let mut handle = start_watcher(&store, &cluster);
+    let mut notices = handle.take_notices().expect("notices");
+    let gap = next_notice(&mut notices, Duration::from_secs(20), |n| match n {
+        IncrementalNotice::Gap(gap) => Some(gap),
+        _ => None,
+    })
+    .await;
+    assert_eq!(gap.kind, GapKind::Corrupt);
+    assert!(gap.message.contains("missing"), "{gap}");
+    let taken = next_notice(&mut notices, Duration::from_secs(20), |n| match n {
+        IncrementalNotice::FullBackupTaken(taken) => Some(taken),
+        _ => None,
+    })
+    .await;
+    assert!(taken.metadata.revision >= after);
+    handle.stop(Duration::from_secs(10)).await;
+    assert_eq!(list_backups(&store).await.expect("list").len(), 3);
+}
