@@ -19,8 +19,8 @@ use etcd_operator::backup::incremental::{
     GapKind, IncrementalHandle, IncrementalNotice, IncrementalOptions, fixed_endpoints, spawn,
 };
 use etcd_operator::backup::{
-    BackupError, BackupMetadata, BackupStore, SnapshotOptions, download_backup, list_backups,
-    replay_segments, segment_chain, take_backup,
+    BackupError, BackupMetadata, BackupStore, SnapshotOptions, apply_retention, download_backup,
+    list_backups, replay_segments, segment_chain, take_backup,
 };
 use tokio::sync::mpsc;
 
@@ -144,6 +144,19 @@ async fn dump(client: &mut Client, revision: Option<i64>) -> (Vec<Kv>, i64) {
         })
         .collect();
     (kvs, response.header().expect("header").revision())
+}
+
+/// Files below `dir`, at any depth.
+fn files_under(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(|entry| entry.ok())
+            .map(|entry| {
+                let path = entry.path();
+                if path.is_dir() { files_under(&path) } else { 1 }
+            })
+            .sum()
+    })
 }
 
 /// `kvs` without leases (compared separately).
@@ -493,4 +506,18 @@ async fn compaction_and_corruption_are_gaps_answered_by_a_new_full_backup() {
     assert!(taken.metadata.revision >= after);
     handle.stop(Duration::from_secs(10)).await;
     assert_eq!(list_backups(&store).await.expect("list").len(), 3);
+
+    // Retention deletes a full backup's chain with it (the local store
+    // leaves empty directories behind).
+    let chains = root.path().join("backups/prod/main/incremental");
+    assert!(files_under(&chains) >= 4);
+    apply_retention(&store, 1, None, chrono::Utc::now())
+        .await
+        .expect("retention");
+    assert_eq!(list_backups(&store).await.expect("list").len(), 1);
+    assert_eq!(
+        files_under(&chains),
+        0,
+        "only the newest backup is left, with no segment yet"
+    );
 }
