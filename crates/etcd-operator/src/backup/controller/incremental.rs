@@ -103,8 +103,14 @@ pub(super) fn apply_freshness(
     pass: &IncrementalPass,
     now: DateTime<Utc>,
 ) {
+    let progress = &pass.progress;
+    if progress.durable_at.is_none() && progress.last_error.is_none() {
+        // A watcher that is starting (verifying its chain) says nothing
+        // yet: an operator restart does not flip the condition.
+        return;
+    }
     let interval = chrono::Duration::from_std(pass.interval).unwrap_or(chrono::Duration::MAX);
-    let Err(message) = pass.progress.freshness(interval, now) else {
+    let Err(message) = progress.freshness(interval, now) else {
         return;
     };
     let ready = status
@@ -292,5 +298,52 @@ pub(super) async fn sweep(ctx: Arc<Context>, schedules: Store<EtcdBackupSchedule
             tracing::info!("incremental backup stopped: its schedule is gone");
             handle.stop(STOP_GRACE).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ready(status: &EtcdBackupScheduleStatus) -> (String, String) {
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == super::super::BACKUP_READY)
+            .expect("condition");
+        (condition.status.clone(), condition.reason.clone())
+    }
+
+    #[test]
+    fn backup_ready_turns_false_when_nothing_is_durable_for_three_intervals() {
+        let now = Utc::now();
+        let fresh_status = || {
+            let mut status = EtcdBackupScheduleStatus::default();
+            set_ready(&mut status, true, "Fresh", "newest backup is 1m old", now);
+            status
+        };
+        let pass = |durable_ago: Option<i64>, error: Option<&str>| IncrementalPass {
+            progress: IncrementalProgress {
+                durable_at: durable_ago.map(|s| now - chrono::Duration::seconds(s)),
+                last_error: error.map(str::to_string),
+                ..IncrementalProgress::default()
+            },
+            interval: Duration::from_secs(20),
+        };
+
+        let mut status = fresh_status();
+        apply_freshness(&mut status, &pass(Some(59), None), now);
+        assert_eq!(ready(&status), ("True".into(), "Fresh".into()));
+
+        apply_freshness(&mut status, &pass(Some(61), None), now);
+        assert_eq!(ready(&status), ("False".into(), "IncrementalStale".into()));
+
+        let mut status = fresh_status();
+        apply_freshness(&mut status, &pass(None, None), now);
+        assert_eq!(ready(&status).0, "True", "a starting watcher says nothing");
+        apply_freshness(&mut status, &pass(None, Some("Secret missing")), now);
+        assert_eq!(ready(&status), ("False".into(), "IncrementalStale".into()));
+        let message = &status.conditions[0].message;
+        assert!(message.contains("Secret missing"), "{message}");
     }
 }
