@@ -16,6 +16,9 @@ use crate::backup::BackupStore;
 use crate::restore_backup::{FetchPlan, RestoreBackupError};
 use crate::restore_volume::RestoreLayout;
 
+/// Largest replay transaction etcd accepts (one source revision).
+const MAX_REQUEST_BYTES: u64 = 256 * 1024 * 1024;
+
 /// How long etcd may take to serve the restored data dir.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -43,6 +46,10 @@ pub async fn replay_on_loopback(
         .arg(format!("--listen-peer-urls={peer_url}"))
         .arg(format!("--initial-advertise-peer-urls={peer_url}"))
         .arg(format!("--initial-cluster={member_name}={peer_url}"))
+        // One transaction per source revision: a lease revoked in the
+        // source deleted all its keys in one revision.
+        .arg("--max-txn-ops=1000000")
+        .arg(format!("--max-request-bytes={MAX_REQUEST_BYTES}"))
         .arg("--log-level=warn")
         .stdin(Stdio::null())
         .kill_on_drop(true)
