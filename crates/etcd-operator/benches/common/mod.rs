@@ -189,13 +189,16 @@ pub fn condition_true(status: &EtcdClusterStatus, type_: &str) -> bool {
 
 async fn install_crds(client: &Client) -> TestResult {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // Every CRD of the operator (its controllers watch them all).
+    for crd in etcd_operator::api::crds() {
+        crds.patch(
+            &crd.name_any(),
+            &PatchParams::apply("bench").force(),
+            &Patch::Apply(&crd),
+        )
+        .await?;
+    }
     let crd = etcd_operator::api::crd();
-    crds.patch(
-        &crd.name_any(),
-        &PatchParams::apply("bench").force(),
-        &Patch::Apply(&crd),
-    )
-    .await?;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let got = crds.get(&crd.name_any()).await?;

@@ -1,0 +1,308 @@
+//! The baseline: member replacement done by hand on 3 etcd processes of the
+//! pinned 3.6 set (the version the clusters run) on loopback. Per run: remove
+//! a follower, delete its data, add a learner on an empty data dir, start it
+//! with `--initial-cluster-state=existing`, time until it has applied up to
+//! the leader's revision and index (etcd sending and applying a snapshot of
+//! the database), then promote it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, MemberAddOptions, PutOptions};
+use serde_json::{Value, json};
+
+use crate::common::{self, TestResult};
+use crate::figures::{mib, summary};
+use crate::fill::Filler;
+use crate::probe;
+use crate::trickle::Trickle;
+
+const POLL: Duration = Duration::from_millis(200);
+/// etcd refuses a membership change until the voters have been connected
+/// for 5 s; each run starts after this.
+const SETTLE: Duration = Duration::from_secs(6);
+
+/// The replacement figures of a `size_mib` database, `runs` times.
+pub async fn measure(size_mib: u64, runs: usize) -> TestResult<Value> {
+    let binary = etcd_lab::upstream::ETCD_3_6.dir().join("etcd");
+    if !binary.is_file() {
+        return Err(format!(
+            "{} is missing: run tools/build-upstream.sh",
+            binary.display()
+        )
+        .into());
+    }
+    let dir = tempfile::tempdir()?;
+    let mut members: Vec<LocalEtcd> = (0..3)
+        .map(|i| LocalEtcd::new(dir.path(), &format!("m{i}")))
+        .collect::<TestResult<_>>()?;
+    let initial = initial_cluster(&members);
+    for member in &mut members {
+        member.start(&binary, &initial, "new")?;
+    }
+    let client = connect(&members).await?;
+
+    let filled = Instant::now();
+    let db_size = Filler::default()
+        .fill_to(&client, i64::try_from(size_mib)? << 20)
+        .await?;
+    eprintln!(
+        "etcd alone: filled to {:.0} MiB in {:.0} s",
+        mib(db_size),
+        filled.elapsed().as_secs_f64()
+    );
+
+    let mut runs_done = Runs::default();
+    for run in 0..runs {
+        if let Err(error) =
+            replace_one(&binary, dir.path(), &mut members, run, &mut runs_done).await
+        {
+            return Ok(runs_done.into_json(db_size, Some(error.to_string())));
+        }
+    }
+    Ok(runs_done.into_json(db_size, None))
+}
+
+/// The samples of the runs done so far.
+#[derive(Default)]
+struct Runs {
+    total: Vec<f64>,
+    catch_up: Vec<f64>,
+    promote: Vec<f64>,
+    snapshots_sent: Vec<u64>,
+}
+
+impl Runs {
+    fn into_json(self, db_size: i64, error: Option<String>) -> Value {
+        let mut value = summary(&self.total);
+        value["catch_up"] = summary(&self.catch_up);
+        value["promote"] = summary(&self.promote);
+        value["snapshots_sent"] = json!(self.snapshots_sent);
+        value["db_size_mib"] = json!(mib(db_size));
+        if let Some(error) = error {
+            value["error"] = json!(error);
+        }
+        value
+    }
+}
+
+async fn replace_one(
+    binary: &Path,
+    root: &Path,
+    members: &mut [LocalEtcd],
+    run: usize,
+    runs: &mut Runs,
+) -> TestResult {
+    tokio::time::sleep(SETTLE).await;
+    let endpoints: Vec<String> = members.iter().map(|m| m.client_url.clone()).collect();
+    let (leader_id, target) = probe::leader(&endpoints).await?;
+    let mut ids = Vec::new();
+    for endpoint in &endpoints {
+        ids.push(probe::member_id(&probe::status_at(endpoint).await?));
+    }
+    let followers: Vec<usize> = (0..members.len())
+        .filter(|&i| ids[i] != leader_id)
+        .collect();
+    let victim = followers[run % followers.len()];
+    let survivors: Vec<String> = (0..members.len())
+        .filter(|&i| i != victim)
+        .map(|i| members[i].client_url.clone())
+        .collect();
+    let mut client = common::etcd_at(survivors.clone()).await?;
+    let _trickle = Trickle::start(client.clone());
+
+    remove_member(&mut client, ids[victim]).await?;
+    members[victim].kill();
+    std::fs::remove_dir_all(&members[victim].data_dir)?;
+    let snapshots_before = probe::snapshots_sent(&survivors).await?;
+
+    let name = members[victim].name.clone();
+    let mut fresh = LocalEtcd::new(root, &name)?;
+    let started = Instant::now();
+    let added = client
+        .member_add(
+            [fresh.peer_url.as_str()],
+            Some(MemberAddOptions::new().with_is_learner()),
+        )
+        .await?;
+    let id = added.member().ok_or("member add answered no member")?.id();
+    let mut others: Vec<&LocalEtcd> = members.iter().filter(|m| m.name != name).collect();
+    others.push(&fresh);
+    let initial = others
+        .iter()
+        .map(|m| format!("{}={}", m.name, m.peer_url))
+        .collect::<Vec<_>>()
+        .join(",");
+    fresh.start(binary, &initial, "existing")?;
+    let timeout = Duration::from_secs(600);
+    until(timeout, || probe::caught_up(&fresh.client_url, id, target)).await?;
+    let caught_up = started.elapsed().as_secs_f64();
+    until(timeout, || promote(client.clone(), id)).await?;
+    let total = started.elapsed().as_secs_f64();
+    let snapshots = probe::snapshots_sent(&survivors)
+        .await?
+        .saturating_sub(snapshots_before);
+    eprintln!(
+        "etcd alone run {run}: {name} caught up in {caught_up:.2} s, voter in {total:.2} s \
+         ({snapshots} snapshot(s) sent; leader at revision {})",
+        target.revision
+    );
+    members[victim] = fresh;
+    runs.total.push(total);
+    runs.catch_up.push(caught_up);
+    runs.promote.push(total - caught_up);
+    runs.snapshots_sent.push(snapshots);
+    Ok(())
+}
+
+/// Removes member `id`, again while etcd refuses it as unsafe (a voter not
+/// connected for long enough).
+async fn remove_member(client: &mut Client, id: u64) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match client.member_remove(id).await {
+            Ok(_) => return Ok(()),
+            Err(error) if Instant::now() < deadline => {
+                eprintln!("member remove {id:x}: {error}; again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(error) => return Err(format!("member remove {id:x}: {error}").into()),
+        }
+    }
+}
+
+/// One promote attempt: false while etcd says the learner is not ready.
+async fn promote(mut client: Client, id: u64) -> TestResult<bool> {
+    match client.member_promote(id).await {
+        Ok(_) => Ok(true),
+        Err(etcd_client::Error::GRpcStatus(status))
+            if status.message().contains("in sync with leader") =>
+        {
+            Ok(false)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Polls `check` until it says true; its errors only mean "not yet".
+async fn until<F, Fut>(timeout: Duration, mut check: F) -> TestResult
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = TestResult<bool>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last_error = String::new();
+    loop {
+        match check().await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(error) => last_error = error.to_string(),
+        }
+        if Instant::now() > deadline {
+            return Err(format!("not done within {timeout:?} ({last_error})").into());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// A client on every member, once a write succeeds.
+async fn connect(members: &[LocalEtcd]) -> TestResult<Client> {
+    let endpoints: Vec<String> = members.iter().map(|m| m.client_url.clone()).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let attempt = async {
+            let mut client = common::etcd_at(endpoints.clone()).await?;
+            client.put("/bench/ready", "x", None::<PutOptions>).await?;
+            TestResult::Ok(client)
+        };
+        match attempt.await {
+            Ok(client) => return Ok(client),
+            Err(error) if Instant::now() > deadline => {
+                return Err(format!("etcd alone never served a write: {error}").into());
+            }
+            Err(_) => tokio::time::sleep(POLL).await,
+        }
+    }
+}
+
+fn initial_cluster(members: &[LocalEtcd]) -> String {
+    members
+        .iter()
+        .map(|m| format!("{}={}", m.name, m.peer_url))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// One etcd process on loopback; killed when dropped.
+struct LocalEtcd {
+    name: String,
+    client_url: String,
+    peer_url: String,
+    data_dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl LocalEtcd {
+    /// A member on fresh ports; its data dir is `root/<name>-<client port>`.
+    fn new(root: &Path, name: &str) -> TestResult<Self> {
+        let client_port = free_port()?;
+        Ok(Self {
+            name: name.to_owned(),
+            client_url: format!("http://127.0.0.1:{client_port}"),
+            peer_url: format!("http://127.0.0.1:{}", free_port()?),
+            data_dir: root.join(format!("{name}-{client_port}")),
+            log: root.join(format!("{name}-{client_port}.log")),
+            child: None,
+        })
+    }
+
+    fn start(&mut self, binary: &Path, initial: &str, state: &str) -> TestResult {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let child = Command::new(binary)
+            .args(["--name", &self.name])
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["--listen-client-urls", &self.client_url])
+            .args(["--advertise-client-urls", &self.client_url])
+            .args(["--listen-peer-urls", &self.peer_url])
+            .args(["--initial-advertise-peer-urls", &self.peer_url])
+            .args(["--initial-cluster", initial])
+            .args(["--initial-cluster-state", state])
+            .args(["--initial-cluster-token", "bench-replacement"])
+            .args(["--quota-backend-bytes", &QUOTA_BYTES.to_string()])
+            .args(["--log-level", "warn"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for LocalEtcd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The backend quota of both sides of the bench (4 GiB: room for 1 GiB).
+pub const QUOTA_BYTES: i64 = 4 << 30;
+
+fn free_port() -> TestResult<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}

@@ -1,0 +1,313 @@
+//! Member replacement by the operator on the lab: a 3-member `EtcdCluster`
+//! filled to a size; per run, the volume of one follower is wiped (a
+//! replaced disk) and its etcd killed, as in `tests/e2e_volume_loss.rs`; the
+//! member guard refuses the empty data and the operator replaces the member
+//! (remove, fresh PVC, learner, promote). Timed from the wipe until the new
+//! member (new ID, same name) is a voter and has applied up to where the
+//! leader stood at the wipe; meanwhile only a trickle of small writes.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use etcd_operator::api::MemberRole;
+use serde_json::{Value, json};
+
+use crate::common::{self, Harness, TestResult};
+use crate::etcd_alone::QUOTA_BYTES;
+use crate::figures::{mib, summary};
+use crate::fill::Filler;
+use crate::probe::{self, Target};
+use crate::trickle::Trickle;
+
+const POLL: Duration = Duration::from_millis(200);
+/// Each run starts after the cluster has been Available this long.
+const SETTLE: Duration = Duration::from_secs(10);
+const REPLICAS: usize = 3;
+
+/// The bench's cluster on the lab, grown from one size to the next.
+pub struct LabCluster {
+    name: String,
+    filler: Filler,
+    created: bool,
+}
+
+impl LabCluster {
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            filler: Filler::default(),
+            created: false,
+        }
+    }
+
+    fn pod(&self, ordinal: usize) -> String {
+        format!("{}-{ordinal}", self.name)
+    }
+}
+
+/// The replacement figures of a `size_mib` database, `runs` times.
+pub async fn measure(
+    h: &Harness,
+    cluster: &mut LabCluster,
+    size_mib: u64,
+    runs: usize,
+) -> TestResult<Value> {
+    if !cluster.created {
+        let started = Instant::now();
+        h.create_cluster(
+            &cluster.name,
+            json!({
+                "replicas": REPLICAS,
+                "storage": { "size": "4Gi" },
+                "etcd": { "quotaBackendBytes": QUOTA_BYTES },
+            }),
+        )
+        .await?;
+        cluster.created = true;
+        wait_available(h, cluster, Duration::from_secs(300)).await?;
+        eprintln!(
+            "{}: Available in {:.0} s",
+            cluster.name,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    wait_available(h, cluster, Duration::from_secs(300)).await?;
+    let client = common::etcd_at(endpoints(h, cluster).await?).await?;
+    let filled = Instant::now();
+    let db_size = cluster
+        .filler
+        .fill_to(&client, i64::try_from(size_mib)? << 20)
+        .await?;
+    eprintln!(
+        "{}: filled to {:.0} MiB in {:.0} s",
+        cluster.name,
+        mib(db_size),
+        filled.elapsed().as_secs_f64()
+    );
+
+    let timeout = Duration::from_secs(600 + 2 * size_mib);
+    let mut done = Runs::default();
+    for run in 0..runs {
+        if let Err(error) = replace_one(h, cluster, run, timeout, &mut done).await {
+            return Ok(done.into_json(db_size, Some(error.to_string())));
+        }
+    }
+    Ok(done.into_json(db_size, None))
+}
+
+/// The samples of the runs done so far, each in seconds from the wipe.
+#[derive(Default)]
+struct Runs {
+    total: Vec<f64>,
+    old_removed: Vec<f64>,
+    learner_added: Vec<f64>,
+    caught_up: Vec<f64>,
+    voter: Vec<f64>,
+    snapshots_sent: Vec<u64>,
+}
+
+impl Runs {
+    fn into_json(self, db_size: i64, error: Option<String>) -> Value {
+        let mut value = summary(&self.total);
+        value["old_member_removed"] = summary(&self.old_removed);
+        value["learner_added"] = summary(&self.learner_added);
+        value["caught_up"] = summary(&self.caught_up);
+        value["voter"] = summary(&self.voter);
+        value["snapshots_sent"] = json!(self.snapshots_sent);
+        value["db_size_mib"] = json!(mib(db_size));
+        if let Some(error) = error {
+            value["error"] = json!(error);
+        }
+        value
+    }
+}
+
+/// When each step of one replacement was first seen, from the wipe.
+#[derive(Default)]
+struct Steps {
+    old_removed: Option<f64>,
+    learner_added: Option<f64>,
+    caught_up: Option<f64>,
+    voter: Option<f64>,
+}
+
+async fn replace_one(
+    h: &Harness,
+    cluster: &LabCluster,
+    run: usize,
+    timeout: Duration,
+    runs: &mut Runs,
+) -> TestResult {
+    wait_available(h, cluster, Duration::from_secs(300)).await?;
+    tokio::time::sleep(SETTLE).await;
+
+    // Who is who: pod endpoints, member IDs, the leader.
+    let mut members = Vec::new();
+    for ordinal in 0..REPLICAS {
+        let pod = cluster.pod(ordinal);
+        let endpoint = pod_endpoint(h, &pod)
+            .await?
+            .ok_or_else(|| format!("{pod} has no IP"))?;
+        let id = probe::member_id(&probe::status_at(&endpoint).await?);
+        members.push((pod, endpoint, id));
+    }
+    let all: Vec<String> = members.iter().map(|(_, e, _)| e.clone()).collect();
+    let (leader_id, target) = probe::leader(&all).await?;
+    let followers: Vec<&(String, String, u64)> = members
+        .iter()
+        .filter(|(_, _, id)| *id != leader_id)
+        .collect();
+    let (victim, _, old_id) = followers[run % followers.len()].clone();
+    let old_ids: BTreeSet<u64> = members.iter().map(|(_, _, id)| *id).collect();
+    let survivors: Vec<String> = members
+        .iter()
+        .filter(|(pod, _, _)| *pod != victim)
+        .map(|(_, e, _)| e.clone())
+        .collect();
+    let snapshots_before = probe::snapshots_sent(&survivors).await?;
+    let _trickle = Trickle::start(common::etcd_at(survivors.clone()).await?);
+
+    let claim = format!("data-{victim}");
+    h.lab.volume_wipe(&h.namespace, &claim).await?;
+    let wiped = Instant::now();
+    h.lab.pod_kill(&h.namespace, &victim, Some("etcd")).await?;
+    eprintln!("run {run}: wiped the volume of {victim} ({old_id:x}), killed its etcd");
+
+    let mut watch = Watch {
+        survivors: &survivors,
+        victim: &victim,
+        old_ids: &old_ids,
+        old_id,
+        target,
+        new_id: None,
+        steps: Steps::default(),
+    };
+    let mut last_error = String::new();
+    loop {
+        let at = wiped.elapsed().as_secs_f64();
+        if let Err(error) = watch.observe(h, at).await {
+            last_error = error.to_string();
+        }
+        let steps = &watch.steps;
+        if let (Some(caught_up), Some(voter)) = (steps.caught_up, steps.voter) {
+            let total = caught_up.max(voter);
+            let snapshots = probe::snapshots_sent(&survivors)
+                .await?
+                .saturating_sub(snapshots_before);
+            eprintln!(
+                "run {run}: {victim} replaced in {total:.1} s (old removed {}, learner {}, \
+                 caught up {caught_up:.1}, voter {voter:.1}; {snapshots} snapshot(s) sent; \
+                 leader at revision {})",
+                seconds(steps.old_removed),
+                seconds(steps.learner_added),
+                target.revision
+            );
+            runs.total.push(total);
+            runs.old_removed.extend(steps.old_removed);
+            runs.learner_added.extend(steps.learner_added);
+            runs.caught_up.push(caught_up);
+            runs.voter.push(voter);
+            runs.snapshots_sent.push(snapshots);
+            return Ok(());
+        }
+        if wiped.elapsed() > timeout {
+            return Err(format!(
+                "run {run}: {victim} not replaced within {timeout:?} ({last_error})"
+            )
+            .into());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// What one replacement is watched for.
+struct Watch<'a> {
+    /// Client endpoints of the members that stay.
+    survivors: &'a [String],
+    /// The pod (and member name) replaced.
+    victim: &'a str,
+    /// Every member ID before the wipe.
+    old_ids: &'a BTreeSet<u64>,
+    old_id: u64,
+    target: Target,
+    new_id: Option<u64>,
+    steps: Steps,
+}
+
+impl Watch<'_> {
+    /// One look at the membership (through the survivors) and at the new
+    /// member's own status; records the steps seen for the first time.
+    async fn observe(&mut self, h: &Harness, at: f64) -> TestResult {
+        let list = common::etcd_at(self.survivors.to_vec())
+            .await?
+            .member_list()
+            .await?;
+        let members = list.members();
+        let steps = &mut self.steps;
+        if steps.old_removed.is_none() && members.iter().all(|m| m.id() != self.old_id) {
+            steps.old_removed = Some(at);
+        }
+        // The one member that is not an old one is the replacement (its
+        // name stays empty until it has started).
+        if let Some(new) = members.iter().find(|m| !self.old_ids.contains(&m.id())) {
+            self.new_id = Some(new.id());
+            steps.learner_added.get_or_insert(at);
+            if !new.is_learner() {
+                steps.voter.get_or_insert(at);
+            }
+        }
+        if let (Some(id), None) = (self.new_id, steps.caught_up)
+            && let Some(endpoint) = pod_endpoint(h, self.victim).await?
+            && probe::caught_up(&endpoint, id, self.target).await?
+        {
+            steps.caught_up = Some(at);
+        }
+        Ok(())
+    }
+}
+
+fn seconds(value: Option<f64>) -> String {
+    value.map_or_else(|| "unseen".to_owned(), |s| format!("{s:.1}"))
+}
+
+/// The client endpoint of a live pod by its IP.
+async fn pod_endpoint(h: &Harness, pod: &str) -> TestResult<Option<String>> {
+    let Some(pod) = h.pods.get_opt(pod).await? else {
+        return Ok(None);
+    };
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Ok(None);
+    }
+    Ok(pod
+        .status
+        .and_then(|s| s.pod_ip)
+        .map(|ip| format!("http://{ip}:2379")))
+}
+
+async fn endpoints(h: &Harness, cluster: &LabCluster) -> TestResult<Vec<String>> {
+    let mut endpoints = Vec::new();
+    for ordinal in 0..REPLICAS {
+        endpoints.extend(pod_endpoint(h, &cluster.pod(ordinal)).await?);
+    }
+    Ok(endpoints)
+}
+
+/// Available with every member a healthy voter.
+async fn wait_available(h: &Harness, cluster: &LabCluster, timeout: Duration) -> TestResult {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let status = h.status(&cluster.name).await?;
+        let voters = status
+            .members
+            .iter()
+            .filter(|m| m.role == Some(MemberRole::Voter) && m.healthy)
+            .count();
+        if common::condition_true(&status, "Available") && voters == REPLICAS {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{} not Available within {timeout:?}", cluster.name).into());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
