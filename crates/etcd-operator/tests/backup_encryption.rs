@@ -1,20 +1,25 @@
-//! Client-side encryption of full backups, against real etcd processes and
-//! the pinned `etcdutl`: the stored object holds no plaintext, a download
-//! with the key restores every key, a wrong or missing key is refused
-//! before anything is read or created, and a tampered or truncated object
-//! is refused before a restore could use it. No mocks.
+//! Client-side encryption of full backups and incremental segments,
+//! against real etcd processes and the pinned `etcdutl`: the stored objects
+//! hold no plaintext, a download with the key restores every key, a wrong
+//! or missing key is refused before anything is read or created, a
+//! tampered or truncated object is refused before a restore could use it,
+//! and a new key starts a new chain from a full backup. No mocks.
 
 mod backup_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use etcd_client::GetOptions;
 use etcd_operator::api::{BackupDestination, LocalDestination};
 use etcd_operator::backup::encryption::SCHEME;
+use etcd_operator::backup::incremental::{
+    IncrementalNotice, IncrementalOptions, fixed_endpoints, load_segment, spawn,
+};
 use etcd_operator::backup::{
     BackupError, BackupErrorCategory, BackupStore, EncryptionKey, SnapshotOptions, download_backup,
-    list_backups, take_backup, verify_backup,
+    list_backups, segment_chain, take_backup, verify_backup,
 };
 use sha2::{Digest, Sha256};
 
@@ -276,4 +281,120 @@ fn assert_corrupt(error: &BackupError, reason: &str) {
         message.contains(".db.zst.enc"),
         "names the object: {message}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_segments_are_sealed_like_their_full_backup_and_a_new_key_starts_a_new_chain() {
+    let cluster = EtcdCluster::start(1).await;
+    let mut client = cluster.client().await;
+    write_keys(&mut client, 20, 50).await;
+    let root = tempfile::tempdir().expect("tempdir");
+    let key = EncryptionKey::from_bytes([4; 32]);
+    let encrypted = store(root.path(), Some(key.clone()));
+    let options = || IncrementalOptions {
+        interval: Duration::from_millis(500),
+        min_back_off: Duration::from_millis(200),
+        max_back_off: Duration::from_secs(2),
+        ..IncrementalOptions::new("prod", "main")
+    };
+
+    let mut handle = spawn(
+        encrypted.clone(),
+        fixed_endpoints(cluster.endpoints()),
+        options(),
+    );
+    let mut notices = handle.take_notices().expect("notices");
+    let base = loop {
+        match tokio::time::timeout(Duration::from_secs(30), notices.recv()).await {
+            Ok(Some(IncrementalNotice::FullBackupTaken(taken))) => break taken.metadata,
+            Ok(Some(_)) => continue,
+            other => panic!("no full backup: {other:?}"),
+        }
+    };
+    assert_eq!(
+        base.encryption.as_ref().map(|i| i.key_fingerprint.clone()),
+        Some(key.fingerprint())
+    );
+    let written = client
+        .put("segment-marker", MARKER, None)
+        .await
+        .expect("put")
+        .header()
+        .expect("header")
+        .revision();
+    let mut progress = handle.subscribe();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while progress
+            .borrow_and_update()
+            .durable_revision
+            .is_none_or(|r| r < written)
+        {
+            progress.changed().await.expect("watcher alive");
+        }
+    })
+    .await
+    .expect("the marker is durable");
+    handle.stop(Duration::from_secs(5)).await;
+
+    // Segments: sealed, named .enc, no plaintext, the key's fingerprint.
+    let chain = segment_chain(&encrypted, &base).await.expect("chain");
+    assert!(chain.gap.is_none(), "{:?}", chain.gap);
+    assert!(chain.last_revision >= written);
+    let mut seen_marker = false;
+    for segment in &chain.segments {
+        assert!(
+            segment.object.ends_with(".seg.zst.enc"),
+            "{}",
+            segment.object
+        );
+        assert_eq!(
+            segment
+                .encryption
+                .as_ref()
+                .map(|i| i.key_fingerprint.clone()),
+            Some(key.fingerprint())
+        );
+        let stored = std::fs::read(root.path().join("backups/prod/main").join(&segment.object))
+            .expect("segment object");
+        assert!(stored.starts_with(b"ETCD-ENC"));
+        assert!(!contains(&stored, MARKER), "the marker is stored in clear");
+        let events = load_segment(&encrypted, segment).await.expect("opens");
+        seen_marker |= events.iter().any(|e| e.value == MARKER.as_bytes());
+    }
+    assert!(seen_marker, "the marker's event is in a segment");
+
+    // Another key cannot read the chain, and says why.
+    let other = EncryptionKey::from_bytes([5; 32]);
+    let rotated = store(root.path(), Some(other.clone()));
+    let error = segment_chain(&rotated, &base).await.expect_err("wrong key");
+    assert!(matches!(error, BackupError::WrongKey { .. }), "{error}");
+    assert_eq!(error.category(), BackupErrorCategory::Configuration);
+
+    // A watcher with the new key does not extend the old chain: it starts
+    // a new one from a full backup sealed with the new key.
+    let mut handle = spawn(
+        rotated.clone(),
+        fixed_endpoints(cluster.endpoints()),
+        options(),
+    );
+    let mut notices = handle.take_notices().expect("notices");
+    let new_base = loop {
+        match tokio::time::timeout(Duration::from_secs(30), notices.recv()).await {
+            Ok(Some(IncrementalNotice::FullBackupTaken(taken))) => break taken.metadata,
+            Ok(Some(IncrementalNotice::Following { base: name, .. })) => {
+                assert_ne!(name, base.name(), "followed the chain of the old key");
+            }
+            Ok(Some(_)) => continue,
+            other => panic!("no full backup with the new key: {other:?}"),
+        }
+    };
+    handle.stop(Duration::from_secs(5)).await;
+    assert_eq!(
+        new_base
+            .encryption
+            .as_ref()
+            .map(|i| i.key_fingerprint.clone()),
+        Some(other.fingerprint())
+    );
+    assert!(new_base.revision >= written);
 }

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::io::StreamReader;
 
-use super::encryption::{EncryptionKey, OpeningReader, SCHEME, encryption_error};
+use super::encryption::{EncryptionInfo, EncryptionKey, OpeningReader, SCHEME, encryption_error};
 use super::metadata::{BackupMetadata, METADATA_SUFFIX};
 use super::verify::{SnapshotVerifier, VerifiedSnapshot, hex};
 use super::{BackupError, BackupStore};
@@ -110,12 +110,31 @@ pub(crate) fn key_for<'a>(
     store: &'a BackupStore,
     metadata: &BackupMetadata,
 ) -> Result<Option<&'a EncryptionKey>, BackupError> {
-    let Some(info) = &metadata.encryption else {
+    let location = store.url(&store.path(&metadata.object));
+    opening_key(
+        store,
+        &metadata.name(),
+        &location,
+        metadata.encryption.as_ref(),
+    )
+}
+
+/// The key to open the object `name` (at `location`) with, from what its
+/// metadata records: none for plaintext; the store's key when its
+/// fingerprint matches; otherwise an error naming both keys, before any
+/// byte of the object is read.
+pub(crate) fn opening_key<'a>(
+    store: &'a BackupStore,
+    name: &str,
+    location: &str,
+    encryption: Option<&EncryptionInfo>,
+) -> Result<Option<&'a EncryptionKey>, BackupError> {
+    let Some(info) = encryption else {
         return Ok(None);
     };
     if info.scheme != SCHEME {
         return Err(BackupError::Corrupt {
-            location: store.url(&store.path(&metadata.object)),
+            location: location.to_string(),
             reason: format!(
                 "unknown encryption scheme {:?} (this operator reads {SCHEME})",
                 info.scheme
@@ -124,15 +143,25 @@ pub(crate) fn key_for<'a>(
     }
     match store.encryption() {
         None => Err(BackupError::KeyNeeded {
-            backup: metadata.name(),
+            backup: name.to_string(),
             encrypted_with: info.key_fingerprint.clone(),
         }),
         Some(key) if key.fingerprint() != info.key_fingerprint => Err(BackupError::WrongKey {
-            backup: metadata.name(),
+            backup: name.to_string(),
             encrypted_with: info.key_fingerprint.clone(),
             configured: key.fingerprint(),
         }),
         Some(key) => Ok(Some(key)),
+    }
+}
+
+/// Whether an object recorded with `encryption` is sealed exactly as the
+/// store seals new objects (both plaintext, or the same key).
+pub(crate) fn sealed_like_store(store: &BackupStore, encryption: Option<&EncryptionInfo>) -> bool {
+    match (store.encryption(), encryption) {
+        (None, None) => true,
+        (Some(key), Some(info)) => key.fingerprint() == info.key_fingerprint,
+        _ => false,
     }
 }
 

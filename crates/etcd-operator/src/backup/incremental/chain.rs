@@ -353,6 +353,7 @@ mod tests {
                 events: 1,
                 object,
                 compression: "zstd".into(),
+                encryption: None,
                 encoded_bytes: 1,
                 stored_bytes: 1,
                 stored_sha256: String::new(),

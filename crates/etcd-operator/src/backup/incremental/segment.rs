@@ -5,6 +5,10 @@
 //! <cluster folder>/incremental/<base>/<first>-<last>.seg.json   metadata
 //! ```
 //!
+//! With an encryption key, the object is `….seg.zst.enc`: the compressed
+//! events sealed like a full backup (see [`crate::backup::encryption`]),
+//! and the metadata records the scheme and the key's fingerprint.
+//!
 //! `<base>` is the name of the full backup the chain follows
 //! (`full-<time>-r<revision>`); `<first>` and `<last>` are the segment's
 //! first and last revisions, zero-padded to 19 digits so that names sort
@@ -12,8 +16,8 @@
 //! exists: the metadata is written after the object and deleted before it.
 //!
 //! Every stored byte goes through [`seal`] on the way out and [`unseal`]
-//! on the way back, the single place where a transformation of the stored
-//! bytes (client-side encryption) applies to segments.
+//! on the way back, the single place where client-side encryption applies
+//! to segments.
 
 use std::time::Duration;
 
@@ -28,7 +32,9 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::format::{SegmentEvent, decode_events};
-use crate::backup::metadata::{METADATA_SUFFIX, metadata_name_for};
+use crate::backup::encryption::{self, EncryptionInfo, EncryptionKey};
+use crate::backup::metadata::{ENCRYPTED_SUFFIX, METADATA_SUFFIX, metadata_name_for};
+use crate::backup::restore::opening_key;
 use crate::backup::verify::hex;
 use crate::backup::{BackupError, BackupErrorCategory, BackupMetadata, BackupStore};
 
@@ -70,6 +76,10 @@ pub struct SegmentMetadata {
     pub object: String,
     /// Compression of the encoded events.
     pub compression: String,
+    /// How the object is encrypted after compression; absent when it is
+    /// stored in plaintext.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<EncryptionInfo>,
     /// Bytes of the encoded events before compression.
     pub encoded_bytes: u64,
     /// Bytes of the stored object.
@@ -132,6 +142,7 @@ pub fn segment_object_name(base_name: &str, first: i64, last: i64) -> String {
 
 /// The metadata object's name for a segment object's name.
 pub fn segment_metadata_name(object: &str) -> String {
+    let object = object.strip_suffix(ENCRYPTED_SUFFIX).unwrap_or(object);
     let stem = object.strip_suffix(SEGMENT_SUFFIX).unwrap_or(object);
     format!("{stem}{SEGMENT_METADATA_SUFFIX}")
 }
@@ -155,7 +166,10 @@ pub async fn store_segment(
     pending: &PendingSegment,
 ) -> Result<SegmentMetadata, BackupError> {
     let name = base_name(base);
-    let object = segment_object_name(&name, pending.first_revision, pending.last_revision);
+    let mut object = segment_object_name(&name, pending.first_revision, pending.last_revision);
+    if store.encryption().is_some() {
+        object.push_str(ENCRYPTED_SUFFIX);
+    }
     let path = object_path(store, &object);
     let location = store.url(&path);
     let stored = seal(store, compress(&pending.encoded, &location).await?)?;
@@ -169,6 +183,7 @@ pub async fn store_segment(
         events: pending.events,
         object,
         compression: "zstd".to_string(),
+        encryption: store.encryption().map(EncryptionKey::info),
         encoded_bytes: pending.encoded.len() as u64,
         stored_bytes: stored.len() as u64,
         stored_sha256: hex(&Sha256::digest(&stored)),
@@ -218,6 +233,13 @@ pub(crate) async fn load_segment_bytes(
         location: location.clone(),
         reason,
     };
+    // A wrong or missing key is refused before the object is read.
+    let key = opening_key(
+        store,
+        &metadata.object,
+        &location,
+        metadata.encryption.as_ref(),
+    )?;
     let stored = match store.store().get(&path).await {
         Ok(object) => object.bytes().await?,
         Err(object_store::Error::NotFound { .. }) => {
@@ -247,7 +269,7 @@ pub(crate) async fn load_segment_bytes(
             metadata.compression
         )));
     }
-    let compressed = unseal(store, stored.to_vec())?;
+    let compressed = unseal(key, stored.to_vec()).map_err(&corrupt)?;
     let encoded = decompress(&compressed, metadata.encoded_bytes)
         .await
         .map_err(&corrupt)?;
@@ -291,15 +313,22 @@ pub(crate) fn check_events(
     Ok(())
 }
 
-/// The stored form of a compressed segment. Plaintext today; the one place
-/// where client-side encryption applies to segments.
-fn seal(_store: &BackupStore, compressed: Vec<u8>) -> Result<Vec<u8>, BackupError> {
-    Ok(compressed)
+/// The stored form of a compressed segment: sealed with the store's key,
+/// when it has one.
+fn seal(store: &BackupStore, compressed: Vec<u8>) -> Result<Vec<u8>, BackupError> {
+    match store.encryption() {
+        Some(key) => Ok(encryption::seal(key, &compressed)?),
+        None => Ok(compressed),
+    }
 }
 
-/// The compressed segment from its stored form (inverse of [`seal`]).
-fn unseal(_store: &BackupStore, stored: Vec<u8>) -> Result<Vec<u8>, BackupError> {
-    Ok(stored)
+/// The compressed segment from its stored form (inverse of [`seal`]),
+/// every chunk authenticated.
+fn unseal(key: Option<&EncryptionKey>, stored: Vec<u8>) -> Result<Vec<u8>, String> {
+    match key {
+        Some(key) => encryption::open(key, &stored).map_err(|e| format!("cannot decrypt: {e}")),
+        None => Ok(stored),
+    }
 }
 
 async fn compress(encoded: &[u8], location: &str) -> Result<Vec<u8>, BackupError> {
@@ -371,6 +400,7 @@ mod tests {
             events,
             object: segment_object_name("full-x-r9", first, last),
             compression: "zstd".into(),
+            encryption: None,
             encoded_bytes: 0,
             stored_bytes: 0,
             stored_sha256: String::new(),

@@ -32,6 +32,7 @@ use super::chain::{ChainGap, GapKind, segment_chain};
 use super::format::{EventKind, SegmentEvent};
 use super::progress::IncrementalProgress;
 use super::segment::{SegmentMetadata, base_name, store_segment};
+use crate::backup::restore::sealed_like_store;
 use crate::backup::{
     BackupError, BackupMetadata, BackupStore, SnapshotOptions, TakenBackup, newest_backup,
     take_backup,
@@ -275,7 +276,9 @@ impl Watcher {
     async fn prepare(&mut self, position: &mut Option<Position>) -> Result<(), BackupError> {
         if let Some(seen) = self.needs_full {
             // A full backup taken elsewhere since the gap will do.
-            let announced = self.announced().filter(|b| b.started_at > seen);
+            let announced = self
+                .announced()
+                .filter(|b| b.started_at > seen && self.sealed_alike(b));
             let base = match announced {
                 Some(base) => base,
                 None => self.take_full().await?,
@@ -295,6 +298,13 @@ impl Watcher {
                 Err(error) => return Err(error),
             },
         };
+        if !self.sealed_alike(&base) {
+            // One key opens a whole chain: after a key change (or encryption
+            // turned on or off) the chain starts again from a full backup.
+            let base = self.take_full().await?;
+            *position = Some(self.follow(base, None));
+            return Ok(());
+        }
         let chain = segment_chain(&self.store, &base).await?;
         if let Some(gap) = chain.gap {
             self.gap(gap);
@@ -302,6 +312,12 @@ impl Watcher {
         }
         *position = Some(self.follow(base, Some((chain.segments, chain.last_revision))));
         Ok(())
+    }
+
+    /// Whether `base` is sealed as this watcher seals segments (same key,
+    /// or both plaintext): only such a base can head the chain it writes.
+    fn sealed_alike(&self, base: &BackupMetadata) -> bool {
+        sealed_like_store(&self.store, base.encryption.as_ref())
     }
 
     /// The newest full backup announced by the controller, if any.
@@ -415,7 +431,10 @@ impl Watcher {
                         self.bases_open = false;
                         continue;
                     }
-                    if let Some(base) = self.announced().filter(|b| is_newer(b, &position.base)) {
+                    if let Some(base) = self
+                        .announced()
+                        .filter(|b| is_newer(b, &position.base) && self.sealed_alike(b))
+                    {
                         self.flush(position, &mut buffer).await?;
                         *position = self.follow(base, None);
                         return Ok(WatchEnd::Restart);
@@ -424,6 +443,7 @@ impl Watcher {
                 _ = newer_base_check.tick() => {
                     if let Ok(newest) = newest_backup(&self.store).await
                         && is_newer(&newest, &position.base)
+                        && self.sealed_alike(&newest)
                     {
                         self.flush(position, &mut buffer).await?;
                         *position = self.follow(newest, None);
