@@ -141,18 +141,7 @@ async fn fetch_backup(
         Some(dir) => read_credentials(dir)?,
         None => Credentials::new(),
     };
-    let key = match &args.encryption_key_file {
-        Some(path) => {
-            let bytes = std::fs::read(path).map_err(io("reading", path))?;
-            Some(
-                EncryptionKey::from_secret_value(&bytes).map_err(|e| RestoreBackupError::Key {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                })?,
-            )
-        }
-        None => None,
-    };
+    let key = read_key(args.encryption_key_file.as_deref())?;
     let store = BackupStore::open(&source.destination, namespace, cluster, &credentials)?
         .with_encryption(key);
     let base = choose_backup(&store, source.backup_name.as_deref()).await?;
@@ -236,6 +225,20 @@ fn base_name(backup: &BackupMetadata) -> String {
     backup.name()
 }
 
+/// The backups' encryption key from a mounted Secret key, if one is named.
+pub(crate) fn read_key(path: Option<&Path>) -> Result<Option<EncryptionKey>, RestoreBackupError> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let bytes = std::fs::read(path).map_err(io("reading", path))?;
+    EncryptionKey::from_secret_value(&bytes)
+        .map(Some)
+        .map_err(|e| RestoreBackupError::Key {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
+}
+
 /// A mounted Secret: one file per key (dot-files are the kubelet's own).
 fn read_credentials(dir: &Path) -> Result<Credentials, RestoreBackupError> {
     let mut credentials = BTreeMap::new();
@@ -271,11 +274,13 @@ pub fn replay(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), Re
         .enable_all()
         .build()
         .map_err(io("starting the runtime for", &layout.staging))?;
+    let key = read_key(args.encryption_key_file.as_deref())?;
     let revision = runtime.block_on(crate::restore_replay::replay_on_loopback(
         &args.etcd_binary,
         &args.member_name,
         layout,
         &plan,
+        key,
     ))?;
     println!(
         "replayed {} incremental segments of backup {}: the restore holds revision {revision}",

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use object_store::local::LocalFileSystem;
 use tokio::process::{Child, Command};
 
-use crate::backup::BackupStore;
+use crate::backup::{BackupStore, EncryptionKey};
 use crate::restore_backup::{FetchPlan, RestoreBackupError};
 use crate::restore_volume::RestoreLayout;
 
@@ -29,6 +29,7 @@ pub async fn replay_on_loopback(
     member_name: &str,
     layout: &RestoreLayout,
     plan: &FetchPlan,
+    key: Option<EncryptionKey>,
 ) -> Result<i64, RestoreBackupError> {
     let failed = |what: String| RestoreBackupError::Replay(what);
     let client_port = free_loopback_port().map_err(|e| failed(format!("no free port: {e}")))?;
@@ -56,7 +57,7 @@ pub async fn replay_on_loopback(
         .spawn()
         .map_err(|e| failed(format!("starting {}: {e}", etcd_binary.display())))?;
 
-    let result = replay_against(&client_url, &mut etcd, layout, plan).await;
+    let result = replay_against(&client_url, &mut etcd, layout, plan, key).await;
     stop(&mut etcd).await;
     result
 }
@@ -66,6 +67,7 @@ async fn replay_against(
     etcd: &mut Child,
     layout: &RestoreLayout,
     plan: &FetchPlan,
+    key: Option<EncryptionKey>,
 ) -> Result<i64, RestoreBackupError> {
     let failed = |what: String| RestoreBackupError::Replay(what);
     let mut client = connect(client_url, etcd).await?;
@@ -75,12 +77,17 @@ async fn replay_against(
         Arc::new(local),
         object_store::path::Path::from(""),
         format!("file://{}", layout.segments.display()),
-    );
-    // IN PROGRESS: wired to the incremental chain once it lands.
-    let _ = (&mut client, &store, plan);
-    Err(RestoreBackupError::Replay(
-        "segments are not replayed yet".to_string(),
-    ))
+    )
+    .with_encryption(key);
+    let chain = crate::backup::incremental::segment_chain(&store, &plan.base).await?;
+    let outcome = crate::backup::incremental::replay_segments(
+        &store,
+        &chain,
+        Some(plan.target_revision),
+        &mut client,
+    )
+    .await?;
+    Ok(outcome.revision)
 }
 
 /// A client once etcd answers; fails early when etcd exits.

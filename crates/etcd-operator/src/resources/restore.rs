@@ -186,13 +186,27 @@ pub fn restore_pod(
             }
             let mut replay_args = step_args("replay");
             replay_args.push(format!("--etcd-binary={ETCD_BINARY}"));
+            let mut replay_mounts = vec![mount.clone(), tools_mount.clone()];
+            if let Some(encryption) = &source.destination.encryption {
+                // The fetched segments stay sealed on the volume.
+                replay_args.push(format!(
+                    "--encryption-key-file={ENCRYPTION_MOUNT}/{}",
+                    encryption.key
+                ));
+                replay_mounts.push(VolumeMount {
+                    name: "encryption".to_string(),
+                    mount_path: ENCRYPTION_MOUNT.to_string(),
+                    read_only: Some(true),
+                    ..VolumeMount::default()
+                });
+            }
             let replay = Container {
                 name: "replay".to_string(),
                 image: Some(version::image(&cluster.spec.version)),
                 command: Some(vec![GUARD_BINARY.to_string()]),
                 args: Some(replay_args),
                 termination_message_policy: Some("FallbackToLogsOnError".to_string()),
-                volume_mounts: Some(vec![mount.clone(), tools_mount.clone()]),
+                volume_mounts: Some(replay_mounts),
                 security_context: Some(security.clone()),
                 ..Container::default()
             };
