@@ -20,6 +20,9 @@ use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use super::schedule::{CronSchedule, freshness};
+
+/// Field manager of the backup controllers' status writes.
+const STATUS_MANAGER: &str = "etcd-operator-backup";
 use super::{
     BackupError, BackupErrorCategory, BackupStore, Credentials, EncryptionKey, SnapshotOptions,
     TakenBackup, apply_retention, take_backup,
@@ -391,18 +394,29 @@ fn event(type_: EventType, reason: &str, note: String) -> Event {
     }
 }
 
+/// Writes the whole status with server-side apply: a field the new status
+/// leaves out (an error that is over, say) is removed, which a merge patch
+/// would keep.
 async fn patch_status<K>(
     api: &Api<K>,
     name: &str,
     status: &impl serde::Serialize,
 ) -> Result<(), kube::Error>
 where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let patch = serde_json::json!({ "status": status });
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(STATUS_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map(|_| ())
 }
 
 // ---------------------------------------------------------------------------
