@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Writes docs/benchmarks.md (to stdout) from the figures of the benches in
-# DIR (lab.json, operator.json). Used by scripts/bench.sh.
+# DIR (lab.json, operator.json, replacement.json, backup.json). Used by
+# scripts/bench.sh.
 set -euo pipefail
 dir=${1:-target/bench}
 lab=$dir/lab.json
 op=$dir/operator.json
 [ -f "$lab" ] || echo '{"error":"lab_footprint did not write its figures"}' >"$lab"
 [ -f "$op" ] || echo '{"error":"the operator bench did not write its figures"}' >"$op"
+rep=$dir/replacement.json
+[ -f "$rep" ] || echo '{"error":"the replacement bench did not write its figures"}' >"$rep"
+bk=$dir/backup.json
+[ -f "$bk" ] || echo '{"error":"the backup bench did not write its figures"}' >"$bk"
 
 # jq expression on FILE, "n/a" when null or missing.
 q() { jq -r "($2) // \"n/a\"" "$1"; }
@@ -15,6 +20,19 @@ s1() { jq -r "($2) as \$v | if \$v == null then \"n/a\" else ((\$v * 10 | round)
 # Seconds with two decimals.
 s2() { jq -r "($2) as \$v | if \$v == null then \"n/a\" else ((\$v * 100 | round) / 100 | tostring) end" "$1"; }
 samples() { jq -r "($2) // [] | map((. * 10 | round) / 10 | tostring) | join(\", \")" "$1"; }
+# One table row per database size of the replacement bench, from the jq
+# string expression $1 (s1/s2: seconds with 1 or 2 decimals; samples1/samples2:
+# a list of them; db: the measured database size; span: a start-end pair).
+replacement_rows() {
+	jq -r '
+		def s1: if . == null then "n/a" else ((. * 10 | round) / 10 | tostring) end;
+		def s2: if . == null then "n/a" else ((. * 100 | round) / 100 | tostring) end;
+		def samples1: (. // []) | map(s1) | join(", ");
+		def samples2: (. // []) | map(s2) | join(", ");
+		def db: if . == null then "" else " (db \(. | round) MiB)" end;
+		def span: if . == null then "n/a" else map(tostring) | join("-") end;
+		(.sizes // [])[] | '"$1" "$rep"
+}
 
 commit=$(git rev-parse --short HEAD)
 git diff --quiet HEAD -- crates tools Cargo.toml Cargo.lock || commit="$commit (with uncommitted changes)"
@@ -53,6 +71,52 @@ Idle with $(q "$op" .idle.clusters) clusters of $(q "$op" .idle.members_per_clus
 | requests in the window by verb | $(jq -r '(.idle.requests_by_verb // {}) | to_entries | map("\(.key) \(.value)") | join(", ")' "$op") |
 | of which watches started | $(q "$op" .idle.watch_requests) |
 
+## Member replacement
+
+A member whose data is gone (its volume wiped) replaced by the operator,
+beside etcd's own snapshot transfer of the same database, measured in the
+same run. Runs per median: $(q "$rep" .runs).
+
+| database | operator: wipe to caught-up voter | etcd alone: learner add to caught-up voter | ratio | operator runs | etcd alone runs |
+| --- | --- | --- | --- | --- | --- |
+$(replacement_rows '"| \(.size_mib) MiB\(.operator.db_size_mib | db) | \(.operator.median_s | s1) s | \(.etcd.median_s | s2) s | \(.ratio | s1) | \(.operator.samples_s | samples1) | \(.etcd.samples_s | samples2) |"')
+
+Where the operator's time goes (medians from the wipe; snapshots sent per run):
+
+| database | old member removed | learner added | learner caught up | learner promoted | snapshots sent (operator; etcd alone) | load average, start-end (operator; etcd alone) |
+| --- | --- | --- | --- | --- | --- | --- |
+$(replacement_rows '"| \(.size_mib) MiB | \(.operator.old_member_removed.median_s | s1) s | \(.operator.learner_added.median_s | s1) s | \(.operator.caught_up.median_s | s1) s | \(.operator.voter.median_s | s1) s | \(.operator.snapshots_sent // [] | map(tostring) | join(", ")); \(.etcd.snapshots_sent // [] | map(tostring) | join(", ")) | \(.operator.load_average | span); \(.etcd.load_average | span) |"')
+
+## Backups
+
+Full backups and restores of a $(q "$bk" .db_target_mib) MiB database (3 etcd
+members of the pinned 3.6 set on loopback, db $(jq -r '(.db.db_size_mib_per_member // []) | map(round | tostring) | join("/")' "$bk") MiB
+on the members; 1 MiB values, half random bytes, half text records), beside
+etcdctl and etcdutl in the same run, and the recovery point of continuous
+backup under a paced writer. Runs per median: $(q "$bk" .runs). Load average
+(1 min) $(q "$bk" .load_average_at_start) at the start, $(q "$bk" .load_average_at_end) at the end, on $(nproc) cores: above the
+number of cores, other work (builds) competed for the CPU.
+
+| figure | ours | etcdctl / etcdutl alone | ratio ours / alone | runs (ours; alone) |
+| --- | --- | --- | --- | --- |
+| full backup to the S3 server | $(s1 "$bk" .snapshot.ours_s3.median_s) s, $(s1 "$bk" .snapshot.ours_s3.mib_per_s) MiB/s | $(s1 "$bk" .snapshot.etcdctl.median_s) s, $(s1 "$bk" .snapshot.etcdctl.mib_per_s) MiB/s (\`snapshot save\`) | $(s2 "$bk" .snapshot.ratio_s3_over_etcdctl) | $(samples "$bk" .snapshot.ours_s3.samples_s); $(samples "$bk" .snapshot.etcdctl.samples_s) |
+| full backup to a local directory | $(s1 "$bk" .snapshot.ours_local.median_s) s, $(s1 "$bk" .snapshot.ours_local.mib_per_s) MiB/s | same | $(s2 "$bk" .snapshot.ratio_local_over_etcdctl) | $(samples "$bk" .snapshot.ours_local.samples_s) |
+| restore: download from S3 + \`etcdutl snapshot restore\` | $(s1 "$bk" .restore.ours.median_s) s (download $(s1 "$bk" .restore.ours.download_median_s) s, fsync $(s1 "$bk" .restore.ours.fsync_median_s) s, etcdutl $(s1 "$bk" .restore.ours.etcdutl_median_s) s) | $(s1 "$bk" .restore.etcdutl.median_s) s (\`snapshot restore\` of a local file) | $(s2 "$bk" .restore.ratio_ours_over_etcdutl) | $(samples "$bk" .restore.ours.samples_s); $(samples "$bk" .restore.etcdutl.samples_s) |
+
+Snapshot $(s1 "$bk" .snapshot.snapshot_mib) MiB, stored $(s1 "$bk" .snapshot.ours_s3.stored_mib) MiB
+(zstd level 3). Peak RSS of the bench process during our backups:
+$(s1 "$bk" .snapshot.ours_s3.peak_rss_mib) MiB to S3, $(s1 "$bk" .snapshot.ours_local.peak_rss_mib) MiB to a local directory
+(from $(s1 "$bk" .snapshot.ours_s3.rss_before_mib) MiB before).
+
+Recovery point under load (continuous incremental backup to the S3 server):
+
+| segment interval | writes/s (asked) | durable lag: median | p99 | max = RPO | segments written | stored (encoded) |
+| --- | --- | --- | --- | --- | --- | --- |
+$(jq -r '
+	def s2: if . == null then "n/a" else ((. * 100 | round) / 100 | tostring) end;
+	(.rpo // [])[] | if .error then "| \(.error) | | | | | | |" else
+	"| \(.interval_s) s | \(.achieved_writes_per_s | round) (\(.target_writes_per_s)) | \(.durable_lag_s.median | s2) s | \(.durable_lag_s.p99 | s2) s | \(.rpo_s | s2) s | \(.segments) | \(.segments_stored_mib | s2) MiB (\(.segments_encoded_mib | s2) MiB) |" end' "$bk")
+
 ## Lab
 
 | figure | value |
@@ -63,7 +127,7 @@ Idle with $(q "$op" .idle.clusters) clusters of $(q "$op" .idle.members_per_clus
 | cold build of the upstream sets | $(jq -r '(.cold_build_s // {}) | to_entries | map("\(.key) \(.value // "unknown") s") | join(", ")' "$lab") |
 DOC
 
-errors=$(jq -rs '[.[] | .. | objects | .error? // empty] | join("; ")' "$lab" "$op")
+errors=$(jq -rs '[.[] | .. | objects | .error? // empty] | join("; ")' "$lab" "$op" "$rep" "$bk")
 if [ -n "$errors" ]; then
 	printf '\nFailed in this run: %s\n' "$errors"
 fi
@@ -79,9 +143,17 @@ BENCH_RUNS=5 make bench
 
 As root, like the lab. Each bench holds the lab test lock
 (`/run/etcd-lab-tests.lock`), so it waits for lab tests of other users and
-they wait for it. The raw figures stay in `target/bench/lab.json` and
-`target/bench/operator.json`; `bash scripts/bench-report.sh` rewrites this
-file from them. Not part of CI.
+they wait for it. The raw figures stay in `target/bench/lab.json`,
+`target/bench/operator.json` and `target/bench/replacement.json`;
+`bash scripts/bench-report.sh` rewrites this file from them. Not part of CI.
+`BENCH_REPLACEMENT_SIZES_MIB` (default `100,1024`) sets the database sizes
+of the replacement bench; `cargo bench -p etcd-operator --bench replacement`
+runs it alone.
+`cargo bench -p etcd-operator --bench backup` runs the backup bench alone
+(no lab, no lock, `target/bench/backup.json`); `BENCH_BACKUP_DB_MIB`
+(default 512), `BENCH_BACKUP_INTERVALS_S` (default `5,20`),
+`BENCH_BACKUP_RPO_S` (default 60) and `BENCH_BACKUP_WRITES_PER_S` (default
+1000) change its database, segment intervals, writing time and rate.
 
 ## What each figure means
 
@@ -113,6 +185,62 @@ file from them. Not part of CI.
   forwards. Requests are those logged within the window (a watch counts once,
   when it starts), so other components' traffic is not included. RSS
   (`VmRSS`) and CPU (`utime + stime`) are those of the operator process.
+- **Member replacement** (`crates/etcd-operator/benches/replacement.rs`): a
+  3-member `EtcdCluster` (default `lab-network` volumes, 4 GiB backend
+  quota) is filled with 1 MiB random values until etcd's `db_size` reaches
+  the size, then with 15,500 small writes, so that etcd's raft log no longer
+  holds the fill and a new member can only catch up from a database snapshot,
+  as in a cluster that has run a while (the snapshots the members sent are
+  counted per run). Per run, the volume of a follower is wiped and its etcd
+  killed (as in `tests/e2e_volume_loss.rs`): the member guard refuses the
+  empty data and the operator removes the old member, creates a fresh PVC,
+  adds a learner and promotes it. The figure is the time from the wipe until
+  the new member (new ID, same name) is a voter and its own status shows the
+  revision and applied raft index the leader had at the wipe, polled every
+  200 ms; the split shows when each step was first seen.
+  The learner is promoted only after it has been healthy for 5 s (rule 3).
+  The cluster is grown from one size to the next. During each replacement,
+  on both sides, one small write every 200 ms: with no write at all, etcd
+  (3.6.16 and 3.7.3) leaves a member that joined from a snapshot more than
+  5,000 entries ahead unready, as applying a snapshot does not move the
+  applied index its "too many requests" check reads, so its first
+  proposal (publishing its name, before it serves clients) fails until it
+  applies a new entry.
+- **etcd alone** (replacement): the same fill on 3 etcd processes of the same
+  pinned version on loopback, in the same run; per run a follower is removed
+  and its data deleted, a learner added and started on an empty data dir with
+  `--initial-cluster-state=existing`, and promoted as soon as it has caught
+  up the same way. The figure is the time from the add to the caught-up
+  voter: etcd sending and applying a snapshot of that database. The
+  **ratio** is the operator's median over this one.
+- **Backups** (`crates/etcd-operator/benches/backup.rs`): 3 etcd members
+  of the pinned 3.6 set on loopback (backend quota 8 GiB), filled with 1 MiB
+  values: every other one random bytes, which zstd cannot shrink (encrypted
+  or already compressed data), the others text records shaped like stored
+  Kubernetes objects, which it can; so compression matters for half the
+  data. **Full backup**: the operator's `take_backup` (a follower chosen,
+  the snapshot streamed, etcd's SHA-256 checked, zstd level 3, 8 MiB parts
+  uploaded two at a time, metadata written) to the S3-compatible server of
+  `tools/s3-server` (in memory) and to a local directory, beside `etcdctl
+  snapshot save` of the same member to a local file; the order of the three
+  rotates each run, and dirty pages are written out (`sync`) before each. MiB/s is the snapshot size over the time. Peak RSS is
+  `VmRSS` of the bench process sampled every 20 ms during our backups: it
+  stays a few parts whatever the database size. **Restore**: the newest
+  backup listed in S3, downloaded with every check (stored SHA-256 and size,
+  zstd, etcd's embedded SHA-256), then `etcdutl snapshot restore` (hash
+  checked), as the restore Pod's `fetch-backup` does; beside `etcdutl
+  snapshot restore` of etcdctl's file, written out long before. Our time is
+  split: the download, the fsync of the downloaded file (which etcdutl's
+  own fsyncs would otherwise wait for), and etcdutl.
+- **Recovery point** (backups): while a writer issues small puts (100 bytes)
+  paced at the asked rate (each in its own task, at most 512 in flight), the
+  continuous incremental backup (`backup::incremental::spawn`) writes
+  segments to the S3 server, closing one every interval. For every
+  acknowledged write, the lag is the time from its acknowledgement until the
+  watcher reports its revision durable (the segment holding it has its
+  metadata written). The maximum is the RPO: what a restore at the worst
+  moment of the run would lose. The first interval's watcher starts by taking
+  a full backup of the database; the next one resumes the same chain.
 - **Lab** (`crates/etcd-lab/benches/lab_footprint.rs`): time of `etcd-lab
   up` with the upstream binaries built, idle CPU (the lab's cgroup) and
   summed RSS of the lab's processes with no workload, and the cold build

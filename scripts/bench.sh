@@ -7,13 +7,17 @@ cd "$(dirname "$0")/.."
 
 out=target/bench
 mkdir -p "$out"
-rm -f "$out/lab.json" "$out/operator.json"
+rm -f "$out/lab.json" "$out/operator.json" "$out/replacement.json" "$out/backup.json"
 failed=0
 
 printf '\n=== lab footprint\n'
 cargo bench -p etcd-lab --locked --bench lab_footprint || failed=1
 printf '\n=== operator on the lab\n'
 cargo bench -p etcd-operator --locked --bench operator || failed=1
+printf '\n=== member replacement beside etcd alone\n'
+cargo bench -p etcd-operator --locked --bench replacement || failed=1
+printf '\n=== backups beside etcdctl and etcdutl, RPO under load\n'
+cargo bench -p etcd-operator --locked --bench backup || failed=1
 
 bash scripts/bench-report.sh "$out" >docs/benchmarks.md
 echo "wrote docs/benchmarks.md"
