@@ -141,7 +141,7 @@ fn spawn_writer(
     })
 }
 
-/// Client endpoints of the pods of one cluster (ready ones first).
+/// Client endpoints of the member pods of one cluster that have an IP.
 async fn cluster_endpoints(h: &Harness, cluster: &str) -> TestResult<Vec<String>> {
     let pods = h
         .pods
@@ -156,7 +156,7 @@ async fn cluster_endpoints(h: &Harness, cluster: &str) -> TestResult<Vec<String>
                 .as_ref()
                 .is_none_or(|l| l.get("durable-etcd.io/role").is_none())
         })
-        .filter(|p| common::pod_ready(p))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
         .map(|ip| format!("http://{ip}:2379"))
         .collect())
@@ -228,7 +228,13 @@ async fn scenario(h: &mut Harness) -> TestResult {
     h.wait_available(SOURCE, 3, Duration::from_secs(180))
         .await?;
 
-    // Continuous writes from here on.
+    // Continuous writes from here on, to every member.
+    wait_for(
+        "three member addresses",
+        Duration::from_secs(60),
+        || async { Ok(cluster_endpoints(h, SOURCE).await?.len() == 3) },
+    )
+    .await?;
     let acked = Arc::new(Mutex::new(Vec::<Acked>::new()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = spawn_writer(
@@ -347,6 +353,12 @@ async fn scenario(h: &mut Harness) -> TestResult {
     let restore = status.restore.clone().ok_or("no restore record")?;
     assert!(!restore.in_progress(), "{restore:?}");
 
+    wait_for(
+        "three restored member addresses",
+        Duration::from_secs(60),
+        || async { Ok(cluster_endpoints(h, RESTORED).await?.len() == 3) },
+    )
+    .await?;
     let mut client = common::etcd_at(cluster_endpoints(h, RESTORED).await?).await?;
     let response = client
         .get(PREFIX, Some(GetOptions::new().with_prefix()))
