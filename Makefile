@@ -1,5 +1,5 @@
 # Entry points. Everything runs as root (the lab creates network namespaces).
-.PHONY: deps setup upstream build demo test bench down
+.PHONY: deps setup upstream build static demo test bench down
 
 deps: ## system packages and the pinned upstream binaries
 	bash scripts/install-deps.sh
@@ -13,6 +13,9 @@ upstream:
 
 build:
 	cargo build --release --locked
+
+static: ## the statically linked operator binary of the container image
+	bash scripts/build-static.sh
 
 demo: setup ## the lab with a durable etcd cluster surviving the loss of a majority
 	bash scripts/demo.sh
