@@ -76,10 +76,14 @@ async fn bench(h: &mut Harness) -> TestResult {
     let mut cluster = on_lab::LabCluster::new(CLUSTER);
     for &size_mib in &sizes {
         eprintln!("=== {size_mib} MiB: operator on the lab");
-        let operator = phase(on_lab::measure(h, &mut cluster, size_mib, runs).await);
+        let load_before = figures::load_average();
+        let mut operator = phase(on_lab::measure(h, &mut cluster, size_mib, runs).await);
+        operator["load_average"] = json!([load_before, figures::load_average()]);
         eprintln!("operator: {operator}");
         eprintln!("=== {size_mib} MiB: etcd alone");
-        let etcd = phase(etcd_alone::measure(size_mib, runs).await);
+        let load_before = figures::load_average();
+        let mut etcd = phase(etcd_alone::measure(size_mib, runs).await);
+        etcd["load_average"] = json!([load_before, figures::load_average()]);
         eprintln!("etcd alone: {etcd}");
         let ratio = match (
             operator.get("median_s").and_then(Value::as_f64),

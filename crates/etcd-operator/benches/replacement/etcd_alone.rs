@@ -3,7 +3,7 @@
 //! a follower, delete its data, add a learner on an empty data dir, start it
 //! with `--initial-cluster-state=existing`, time until it has applied up to
 //! the leader's revision and index (etcd sending and applying a snapshot of
-//! the database), then promote it.
+//! the database) and is promoted; then until it also serves clients.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -67,17 +67,23 @@ pub async fn measure(size_mib: u64, runs: usize) -> TestResult<Value> {
 /// The samples of the runs done so far.
 #[derive(Default)]
 struct Runs {
+    /// From the add to a voter that has applied up to the target.
     total: Vec<f64>,
-    catch_up: Vec<f64>,
+    /// From the add until the data has been applied (its metrics).
+    applied: Vec<f64>,
+    /// From applied to promoted.
     promote: Vec<f64>,
+    /// From the add until it serves clients with the data.
+    serving: Vec<f64>,
     snapshots_sent: Vec<u64>,
 }
 
 impl Runs {
     fn into_json(self, db_size: i64, error: Option<String>) -> Value {
         let mut value = summary(&self.total);
-        value["catch_up"] = summary(&self.catch_up);
+        value["applied"] = summary(&self.applied);
         value["promote"] = summary(&self.promote);
+        value["serving"] = summary(&self.serving);
         value["snapshots_sent"] = json!(self.snapshots_sent);
         value["db_size_mib"] = json!(mib(db_size));
         if let Some(error) = error {
@@ -136,22 +142,28 @@ async fn replace_one(
         .join(",");
     fresh.start(binary, &initial, "existing")?;
     let timeout = Duration::from_secs(600);
-    until(timeout, || probe::caught_up(&fresh.client_url, id, target)).await?;
-    let caught_up = started.elapsed().as_secs_f64();
+    until(timeout, || {
+        probe::applied_per_metrics(&fresh.metrics_url, id, target)
+    })
+    .await?;
+    let applied = started.elapsed().as_secs_f64();
     until(timeout, || promote(client.clone(), id)).await?;
     let total = started.elapsed().as_secs_f64();
+    until(timeout, || probe::serving(&fresh.client_url, id, target)).await?;
+    let serving = started.elapsed().as_secs_f64();
     let snapshots = probe::snapshots_sent(&survivors)
         .await?
         .saturating_sub(snapshots_before);
     eprintln!(
-        "etcd alone run {run}: {name} caught up in {caught_up:.2} s, voter in {total:.2} s \
-         ({snapshots} snapshot(s) sent; leader at revision {})",
+        "etcd alone run {run}: {name} applied in {applied:.2} s, voter in {total:.2} s, \
+         serving in {serving:.2} s ({snapshots} snapshot(s) sent; leader at revision {})",
         target.revision
     );
     members[victim] = fresh;
     runs.total.push(total);
-    runs.catch_up.push(caught_up);
-    runs.promote.push(total - caught_up);
+    runs.applied.push(applied);
+    runs.promote.push(total - applied);
+    runs.serving.push(serving);
     runs.snapshots_sent.push(snapshots);
     Ok(())
 }
@@ -239,6 +251,7 @@ struct LocalEtcd {
     name: String,
     client_url: String,
     peer_url: String,
+    metrics_url: String,
     data_dir: PathBuf,
     log: PathBuf,
     child: Option<Child>,
@@ -252,6 +265,7 @@ impl LocalEtcd {
             name: name.to_owned(),
             client_url: format!("http://127.0.0.1:{client_port}"),
             peer_url: format!("http://127.0.0.1:{}", free_port()?),
+            metrics_url: format!("http://127.0.0.1:{}", free_port()?),
             data_dir: root.join(format!("{name}-{client_port}")),
             log: root.join(format!("{name}-{client_port}.log")),
             child: None,
@@ -271,6 +285,7 @@ impl LocalEtcd {
             .args(["--advertise-client-urls", &self.client_url])
             .args(["--listen-peer-urls", &self.peer_url])
             .args(["--initial-advertise-peer-urls", &self.peer_url])
+            .args(["--listen-metrics-urls", &self.metrics_url])
             .args(["--initial-cluster", initial])
             .args(["--initial-cluster-state", state])
             .args(["--initial-cluster-token", "bench-replacement"])

@@ -54,6 +54,17 @@ pub fn summary(samples: &[f64]) -> Value {
     json!({ "samples_s": samples, "median_s": median(samples) })
 }
 
+/// The 1-minute load average of the machine (other work running beside the
+/// bench shows here).
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 pub fn mib(bytes: i64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }

@@ -3,13 +3,15 @@
 //! replaced disk) and its etcd killed, as in `tests/e2e_volume_loss.rs`; the
 //! member guard refuses the empty data and the operator replaces the member
 //! (remove, fresh PVC, learner, promote). Timed from the wipe until the new
-//! member (new ID, same name) is a voter and has applied up to where the
-//! leader stood at the wipe; meanwhile only a trickle of small writes.
+//! member (new ID, same name) is a voter, has applied up to where the leader
+//! stood at the wipe and serves clients; meanwhile only a trickle of small
+//! writes.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use etcd_operator::api::MemberRole;
+use etcd_operator::resources::names::{CLIENT_PORT, METRICS_PORT};
 use serde_json::{Value, json};
 
 use crate::common::{self, Harness, TestResult};
@@ -101,7 +103,8 @@ struct Runs {
     total: Vec<f64>,
     old_removed: Vec<f64>,
     learner_added: Vec<f64>,
-    caught_up: Vec<f64>,
+    applied: Vec<f64>,
+    serving: Vec<f64>,
     voter: Vec<f64>,
     snapshots_sent: Vec<u64>,
 }
@@ -111,7 +114,8 @@ impl Runs {
         let mut value = summary(&self.total);
         value["old_member_removed"] = summary(&self.old_removed);
         value["learner_added"] = summary(&self.learner_added);
-        value["caught_up"] = summary(&self.caught_up);
+        value["applied"] = summary(&self.applied);
+        value["serving"] = summary(&self.serving);
         value["voter"] = summary(&self.voter);
         value["snapshots_sent"] = json!(self.snapshots_sent);
         value["db_size_mib"] = json!(mib(db_size));
@@ -127,7 +131,10 @@ impl Runs {
 struct Steps {
     old_removed: Option<f64>,
     learner_added: Option<f64>,
-    caught_up: Option<f64>,
+    /// Its metrics show the data applied up to the target.
+    applied: Option<f64>,
+    /// It serves clients, its status at the target.
+    serving: Option<f64>,
     voter: Option<f64>,
 }
 
@@ -184,19 +191,21 @@ async fn replace_one(
     };
     let mut last_error = String::new();
     loop {
-        let at = wiped.elapsed().as_secs_f64();
-        if let Err(error) = watch.observe(h, at).await {
+        if let Err(error) = watch.observe(h, wiped).await {
             last_error = error.to_string();
         }
         let steps = &watch.steps;
-        if let (Some(caught_up), Some(voter)) = (steps.caught_up, steps.voter) {
-            let total = caught_up.max(voter);
+        if let (Some(applied), Some(serving), Some(voter)) =
+            (steps.applied, steps.serving, steps.voter)
+        {
+            let total = applied.max(serving).max(voter);
             let snapshots = probe::snapshots_sent(&survivors)
                 .await?
                 .saturating_sub(snapshots_before);
             eprintln!(
                 "run {run}: {victim} replaced in {total:.1} s (old removed {}, learner {}, \
-                 caught up {caught_up:.1}, voter {voter:.1}; {snapshots} snapshot(s) sent; \
+                 applied {applied:.1}, serving {serving:.1}, voter {voter:.1}; \
+                 {snapshots} snapshot(s) sent; \
                  leader at revision {})",
                 seconds(steps.old_removed),
                 seconds(steps.learner_added),
@@ -205,7 +214,8 @@ async fn replace_one(
             runs.total.push(total);
             runs.old_removed.extend(steps.old_removed);
             runs.learner_added.extend(steps.learner_added);
-            runs.caught_up.push(caught_up);
+            runs.applied.push(applied);
+            runs.serving.push(serving);
             runs.voter.push(voter);
             runs.snapshots_sent.push(snapshots);
             return Ok(());
@@ -236,12 +246,16 @@ struct Watch<'a> {
 
 impl Watch<'_> {
     /// One look at the membership (through the survivors) and at the new
-    /// member's own status; records the steps seen for the first time.
-    async fn observe(&mut self, h: &Harness, at: f64) -> TestResult {
+    /// member's metrics and status; records the steps seen for the first
+    /// time, each at the moment its answer came (a scrape may stall while
+    /// the member applies a snapshot, so the start of a look would be too
+    /// early for the later checks of the same look).
+    async fn observe(&mut self, h: &Harness, wiped: Instant) -> TestResult {
         let list = common::etcd_at(self.survivors.to_vec())
             .await?
             .member_list()
             .await?;
+        let at = wiped.elapsed().as_secs_f64();
         let members = list.members();
         let steps = &mut self.steps;
         if steps.old_removed.is_none() && members.iter().all(|m| m.id() != self.old_id) {
@@ -256,11 +270,19 @@ impl Watch<'_> {
                 steps.voter.get_or_insert(at);
             }
         }
-        if let (Some(id), None) = (self.new_id, steps.caught_up)
-            && let Some(endpoint) = pod_endpoint(h, self.victim).await?
-            && probe::caught_up(&endpoint, id, self.target).await?
+        let (Some(id), Some(ip)) = (self.new_id, pod_ip(h, self.victim).await?) else {
+            return Ok(());
+        };
+        if steps.applied.is_none()
+            && probe::applied_per_metrics(&format!("http://{ip}:{METRICS_PORT}"), id, self.target)
+                .await?
         {
-            steps.caught_up = Some(at);
+            steps.applied = Some(wiped.elapsed().as_secs_f64());
+        }
+        if steps.serving.is_none()
+            && probe::serving(&format!("http://{ip}:{CLIENT_PORT}"), id, self.target).await?
+        {
+            steps.serving = Some(wiped.elapsed().as_secs_f64());
         }
         Ok(())
     }
@@ -270,18 +292,22 @@ fn seconds(value: Option<f64>) -> String {
     value.map_or_else(|| "unseen".to_owned(), |s| format!("{s:.1}"))
 }
 
-/// The client endpoint of a live pod by its IP.
+/// The client endpoint of a live pod.
 async fn pod_endpoint(h: &Harness, pod: &str) -> TestResult<Option<String>> {
+    Ok(pod_ip(h, pod)
+        .await?
+        .map(|ip| format!("http://{ip}:{CLIENT_PORT}")))
+}
+
+/// The IP of a pod that is not being deleted.
+async fn pod_ip(h: &Harness, pod: &str) -> TestResult<Option<String>> {
     let Some(pod) = h.pods.get_opt(pod).await? else {
         return Ok(None);
     };
     if pod.metadata.deletion_timestamp.is_some() {
         return Ok(None);
     }
-    Ok(pod
-        .status
-        .and_then(|s| s.pod_ip)
-        .map(|ip| format!("http://{ip}:2379")))
+    Ok(pod.status.and_then(|s| s.pod_ip))
 }
 
 async fn endpoints(h: &Harness, cluster: &LabCluster) -> TestResult<Vec<String>> {

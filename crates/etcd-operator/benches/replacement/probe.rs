@@ -1,6 +1,6 @@
 //! What the replacement bench reads from etcd: members' status, whether a new
-//! member has caught up with the leader, and how many database snapshots the
-//! members have sent to peers.
+//! member has caught up with the leader (its data, and whether it serves),
+//! and how many database snapshots the members have sent to peers.
 
 use std::time::Duration;
 
@@ -54,13 +54,35 @@ pub async fn leader(endpoints: &[String]) -> TestResult<(u64, Target)> {
     ))
 }
 
-/// Whether member `id`, serving `endpoint`, has applied up to `target`.
-pub async fn caught_up(endpoint: &str, id: u64, target: Target) -> TestResult<bool> {
+/// Whether member `id` serves clients on `endpoint` and its status shows it
+/// has applied up to `target`.
+pub async fn serving(endpoint: &str, id: u64, target: Target) -> TestResult<bool> {
     let status = status_at(endpoint).await?;
     let revision = status.header().map(|h| h.revision()).unwrap_or_default();
     Ok(member_id(&status) == id
         && revision >= target.revision
         && status.raft_applied_index() >= target.applied_index)
+}
+
+/// Whether member `id` has applied up to `target`, read from its metrics
+/// endpoint (`--listen-metrics-urls`), which etcd serves from the start,
+/// whereas it serves clients only once it has published its name to the
+/// cluster: the data has arrived even while the member is not ready yet.
+pub async fn applied_per_metrics(
+    metrics_endpoint: &str,
+    id: u64,
+    target: Target,
+) -> TestResult<bool> {
+    let text = metrics(metrics_endpoint).await?;
+    let value = |name: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    };
+    let server_id = format!("etcd_server_id{{server_id=\"{id:x}\"}}");
+    let is_member = text.lines().any(|l| l.starts_with(&server_id));
+    let applied = value("etcd_server_proposals_applied_total").unwrap_or_default();
+    let revision = value("etcd_debugging_mvcc_current_revision").unwrap_or_default();
+    Ok(is_member && applied >= target.applied_index as f64 && revision >= target.revision as f64)
 }
 
 /// Database snapshots sent to peers, summed over the members serving
