@@ -730,3 +730,22 @@ async fn a_member_of_another_cluster_is_reported_as_foreign() -> TestResult {
     assert_eq!(foreign, [stranger_url.as_str()]);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raft_log_advances_without_touching_the_keyspace() -> TestResult {
+    let cluster = EtcdCluster::start(3).await;
+    let admin = cluster.admin();
+    let leader = admin.find_leader().await?;
+    let before = admin.status(&leader.endpoint).await?;
+    admin.append_log_entries().await?;
+    let after = admin.status(&leader.endpoint).await?;
+    assert!(
+        after.raft_index >= before.raft_index + 2,
+        "raft index {} -> {}",
+        before.raft_index,
+        after.raft_index
+    );
+    // No key written: the key-value revision is unchanged.
+    assert_eq!(after.revision, before.revision);
+    Ok(())
+}

@@ -155,6 +155,28 @@ impl EtcdAdmin {
         Err(all_unreachable(operation, candidates, last_error))
     }
 
+    /// Appends two entries to the raft log (a lease granted and revoked at
+    /// once) without touching the keyspace. A member that joined from a
+    /// snapshot applies no entry until one is committed after it; on an idle
+    /// cluster etcd 3.6 then refuses the member's own publish request
+    /// forever ("too many requests": its applied index, read by that check,
+    /// is not moved by the snapshot), so it never serves.
+    pub async fn append_log_entries(&self) -> Result<(), EtcdError> {
+        let leader = self.find_leader().await?;
+        self.clients
+            .call(
+                &leader.endpoint,
+                LeaderRequirement::RequireLeader,
+                "append to the raft log",
+                RequestSubject::None,
+                |mut client| async move {
+                    let lease = client.lease_grant(5, None).await?;
+                    client.lease_revoke(lease.id()).await.map(|_| ())
+                },
+            )
+            .await
+    }
+
     /// Transfers leadership to `target` (a started voter). Sent to the
     /// current leader, as etcd requires. A no-op when `target` already leads.
     pub async fn move_leader(&self, target: MemberId) -> Result<(), EtcdError> {

@@ -122,6 +122,16 @@ pub enum Action {
         /// Why.
         reason: String,
     },
+    /// Commit a raft entry that changes no key (a lease granted and
+    /// revoked), so that a learner that joined from a snapshot applies an
+    /// entry after it and starts serving: on an idle cluster nothing else
+    /// would be committed.
+    AdvanceRaftLog {
+        /// The learner waiting for an entry.
+        learner: MemberId,
+        /// Its ordinal.
+        ordinal: u32,
+    },
     /// Move raft leadership to another voter.
     TransferLeadership {
         /// The current leader.
@@ -197,6 +207,7 @@ impl Action {
             Self::TransferLeadership { .. } => "TransferLeadership",
             Self::RestoreFromSurvivor { .. } => "RestoreFromSurvivor",
             Self::RestoreFromBackup { .. } => "RestoreFromBackup",
+            Self::AdvanceRaftLog { .. } => "AdvanceRaftLog",
             Self::RunRestore { .. } => "RunRestore",
             Self::DeleteRestorePod { .. } => "DeleteRestorePod",
             Self::AdoptRestoredVolume { .. } => "AdoptRestoredVolume",
@@ -269,6 +280,11 @@ impl Action {
                 ordinal
                     .map(|o| format!(" ({})", member(&o)))
                     .unwrap_or_default()
+            ),
+            Self::AdvanceRaftLog { learner, ordinal } => format!(
+                "committing a raft entry for learner {} ({}), which has not started serving yet",
+                member(ordinal),
+                format_id(*learner)
             ),
             Self::TransferLeadership { from, to } => format!(
                 "transferring leadership from {} to {}",

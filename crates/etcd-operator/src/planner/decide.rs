@@ -4,7 +4,7 @@
 use super::action::{Action, Bootstrap};
 use super::evidence::{PodTrouble, data_gone, pod_trouble};
 use super::membership::{KnownMember, Membership, Source, quorum};
-use super::observed::Observed;
+use super::observed::{Observed, PodPhase};
 use crate::api::identity::{MemberIdentity, parse_id};
 use crate::api::{RecoveryPolicy, RecoverySource, RetentionPolicy};
 
@@ -502,6 +502,22 @@ fn learner_in_progress(cx: &Context<'_>) -> Option<Step> {
         });
     }
     let ordinal = learner.ordinal?;
+    let pod_running =
+        cx.o.objects(ordinal)
+            .pod
+            .is_some_and(|p| p.phase == PodPhase::Running && !p.deleting);
+    if !learner.started
+        && pod_running
+        && cx.membership.source == Source::Live
+        && cx.membership.quorum
+    {
+        // Harmless while it receives the snapshot; needed once it has
+        // applied it on a cluster where nothing else is written.
+        return act(Action::AdvanceRaftLog {
+            learner: learner.id,
+            ordinal,
+        });
+    }
     if !learner.started || !cx.membership.stably_healthy(learner) {
         return wait(Waiting::LearnerCatchingUp);
     }

@@ -102,7 +102,12 @@ fn events(
     status: &crate::api::EtcdClusterStatus,
 ) -> Vec<PlannedEvent> {
     let mut events = Vec::new();
-    if let Step::Act(action) = step {
+    // Repeated every pass while a learner joins: status and logs say it,
+    // an Event each time would only be noise.
+    let quiet = matches!(step, Step::Act(Action::AdvanceRaftLog { .. }));
+    if let Step::Act(action) = step
+        && !quiet
+    {
         let warning = matches!(
             action,
             Action::RemoveMember { .. }

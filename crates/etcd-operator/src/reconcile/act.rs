@@ -102,6 +102,11 @@ pub enum Step {
         /// etcd member ID.
         id: MemberId,
     },
+    /// Commit a raft entry that changes no key.
+    AdvanceRaftLog {
+        /// Name of the learner waiting for it (for messages).
+        name: String,
+    },
     /// Move leadership to another voter.
     MoveLeader {
         /// Member name (for messages).
@@ -220,6 +225,16 @@ pub async fn execute(
             Ok(done(step))
         }
         Step::RecordRestore => Ok(done(step)),
+        Step::AdvanceRaftLog { .. } => {
+            admin(endpoints, etcd_settings, "append to the raft log")?
+                .append_log_entries()
+                .await
+                .map_err(|source| ActError::Etcd {
+                    operation: "append to the raft log",
+                    source,
+                })?;
+            Ok(done(step))
+        }
         Step::MoveLeader { id, .. } => {
             admin(endpoints, etcd_settings, "move leader")?
                 .move_leader(*id)
@@ -283,6 +298,12 @@ pub fn done(step: &Step) -> Done {
                 format_id(*id)
             ),
         },
+        Step::AdvanceRaftLog { name } => Done {
+            reason: "RaftLogAdvanced",
+            note: format!(
+                "committed a lease grant and revoke so that learner {name} applies an entry after its snapshot"
+            ),
+        },
         Step::MoveLeader { name, id } => Done {
             reason: "LeaderMoved",
             note: format!("moved leadership to {name} ({})", format_id(*id)),
@@ -314,6 +335,7 @@ pub fn action_name(step: &Step) -> &'static str {
         Step::PromoteLearner { .. } => "PromoteLearner",
         Step::RemoveMember { .. } => "RemoveMember",
         Step::MoveLeader { .. } => "MoveLeader",
+        Step::AdvanceRaftLog { .. } => "AdvanceRaftLog",
         Step::ResetPvcIdentity { .. } => "AdoptVolumeClaim",
         Step::RecordRestore => "RecordRestore",
     }

@@ -85,7 +85,10 @@ pub fn plan(
         .action
         .as_ref()
         .map(|action| to_step(action, cluster, snapshot, settings));
-    let requeue_after = if step.is_some() {
+    let requeue_after = if matches!(planned.action, Some(Action::AdvanceRaftLog { .. })) {
+        // A joining learner: one entry every few seconds is plenty.
+        Duration::from_secs(3)
+    } else if step.is_some() {
         // Re-observe before the next step.
         Duration::from_secs(1)
     } else {
@@ -231,6 +234,9 @@ fn to_step(
         Action::RemoveMember { id, ordinal, .. } => Step::RemoveMember {
             name: member_of_id(*id, *ordinal),
             id: *id,
+        },
+        Action::AdvanceRaftLog { ordinal, .. } => Step::AdvanceRaftLog {
+            name: member_name(&name, *ordinal),
         },
         Action::TransferLeadership { to, .. } => Step::MoveLeader {
             name: snapshot

@@ -517,3 +517,30 @@ fn approved_restore_from_a_backup_replaces_the_lost_incarnation_in_place() {
     assert_ne!(sim.status.cluster_token, old_token);
     assert_eq!(sim.status.phase, Some(Phase::Running));
 }
+
+#[test]
+fn a_member_replaced_on_an_idle_cluster_gets_an_entry_to_start_serving() {
+    let mut sim = running(3, Volumes::Network);
+    sim.idle = true;
+    let old = sim
+        .members
+        .iter()
+        .find(|m| m.ordinal == 1)
+        .expect("member")
+        .id;
+    sim.wipe(1);
+    sim.delete_pod(1);
+    sim.run(80);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::AdvanceRaftLog { ordinal: 1, .. })),
+        "{:?}",
+        sim.actions
+    );
+    let new = sim.members.iter().find(|m| m.ordinal == 1).expect("member");
+    assert_ne!(new.id, old);
+    assert!(!new.learner, "the replacement was never promoted");
+    assert_eq!(sim.healthy_voters(), 3, "{:#?}", sim.status);
+}

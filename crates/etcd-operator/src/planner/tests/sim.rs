@@ -94,6 +94,12 @@ pub struct Sim {
     /// Every restore Pod from a backup fails (unreachable store, corrupt
     /// backup).
     pub fail_restores: bool,
+    /// An idle cluster: a member that joins from a snapshot does not start
+    /// serving until an entry is committed after it (etcd 3.6's publish
+    /// request is refused until then).
+    pub idle: bool,
+    /// Joined members waiting for a committed entry.
+    pub stalled: Vec<u64>,
 }
 
 impl Sim {
@@ -123,6 +129,8 @@ impl Sim {
             restore_pod: None,
             new_tokens: Vec::new(),
             fail_restores: false,
+            idle: false,
+            stalled: Vec::new(),
         };
         for _ in 0..nodes {
             sim.add_node();
@@ -406,7 +414,15 @@ impl Sim {
                 }
             }
             (None, Bootstrap::Existing { .. }) => {
+                let idle = self.idle;
                 match self.members.iter_mut().find(|m| m.ordinal == ordinal) {
+                    Some(m) if !m.started && idle => {
+                        // The snapshot is applied; serving waits for an entry.
+                        if !self.stalled.contains(&m.id) {
+                            self.stalled.push(m.id);
+                        }
+                        (true, None, Some(m.id))
+                    }
                     Some(m) if !m.started => {
                         m.started = true;
                         (true, None, Some(m.id))
@@ -824,6 +840,16 @@ impl Sim {
                 }
             }
             Action::TransferLeadership { .. } => {}
+            Action::AdvanceRaftLog { .. } => {
+                if !quorum_before {
+                    self.violation("a raft entry proposed without quorum", &action);
+                    return;
+                }
+                let stalled = std::mem::take(&mut self.stalled);
+                for m in self.members.iter_mut().filter(|m| stalled.contains(&m.id)) {
+                    m.started = true;
+                }
+            }
             Action::RestoreFromSurvivor { .. } => {
                 if self.majority_data_exists() {
                     self.violation("rule 7: restore while a majority's data exists", &action);
