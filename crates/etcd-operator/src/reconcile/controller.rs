@@ -97,6 +97,7 @@ pub async fn run(
     let owned = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}=etcd-operator"));
     let nodes = NodeIndex::default();
     let node_map = nodes.clone();
+    let node_changes = super::node_changes::NodeChanges::default();
     let context = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter()),
         client: client.clone(),
@@ -121,7 +122,13 @@ pub async fn run(
         .watches(
             Api::<Node>::all(client.clone()),
             watcher::Config::default(),
-            move |node: Node| clusters_on_node(&node_map, &node),
+            move |node: Node| {
+                if node_changes.changed(&node) {
+                    clusters_on_node(&node_map, &node)
+                } else {
+                    Vec::new()
+                }
+            },
         )
         .with_config(
             controller::Config::default()

@@ -13,6 +13,7 @@ mod endpoints;
 mod error;
 pub mod facts;
 mod leadership;
+mod node_changes;
 mod node_index;
 mod observe;
 mod pipeline;
