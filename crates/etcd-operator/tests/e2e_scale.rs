@@ -226,9 +226,30 @@ async fn poll_once(pods: &Api<Pod>) -> TestResult<(usize, usize)> {
         .iter()
         .filter_map(|p| Some((p.name_any(), p.status.as_ref()?.pod_ip.clone()?)))
         .collect();
-    // The member list from the ready pods (a learner refuses it).
-    let mut client = etcd_at(ready_endpoints(pods).await?).await?;
-    let list = client.member_list().await?;
+    // The member list from the first pod that gives it (a learner refuses
+    // it), ready pods first: readiness lags behind etcd (a leadership
+    // transfer makes every member unready for a moment while quorum holds).
+    let mut candidates = ready_endpoints(pods).await?;
+    candidates.extend(ips.values().map(|ip| format!("http://{ip}:2379")));
+    let mut list = None;
+    let mut last_error = String::from("no pod has an IP");
+    for endpoint in candidates {
+        let answer = async {
+            let mut client = etcd_at(vec![endpoint.clone()]).await?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
+                tokio::time::timeout(Duration::from_secs(2), client.member_list()).await??,
+            )
+        }
+        .await;
+        match answer {
+            Ok(answer) => {
+                list = Some(answer);
+                break;
+            }
+            Err(error) => last_error = format!("{endpoint}: {error}"),
+        }
+    }
+    let list = list.ok_or(last_error)?;
     let voters: Vec<(String, u64)> = list
         .members()
         .iter()
