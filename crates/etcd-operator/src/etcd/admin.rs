@@ -156,11 +156,12 @@ impl EtcdAdmin {
     }
 
     /// Appends two entries to the raft log (a lease granted and revoked at
-    /// once) without touching the keyspace. A member that joined from a
-    /// snapshot applies no entry until one is committed after it; on an idle
-    /// cluster etcd 3.6 then refuses the member's own publish request
-    /// forever ("too many requests": its applied index, read by that check,
-    /// is not moved by the snapshot), so it never serves.
+    /// once) without touching the keyspace. On the lab, a member that joined
+    /// from a snapshot on a cluster with no writes was seen to retry its own
+    /// publish request without end and never serve, until something was
+    /// committed after its snapshot. A direct reproduction (10,500 writes,
+    /// then a learner, on loopback) did not stall, so the exact condition
+    /// is not pinned down; the two entries are harmless either way.
     pub async fn append_log_entries(&self) -> Result<(), EtcdError> {
         let leader = self.find_leader().await?;
         self.clients

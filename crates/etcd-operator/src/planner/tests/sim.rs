@@ -94,9 +94,8 @@ pub struct Sim {
     /// Every restore Pod from a backup fails (unreachable store, corrupt
     /// backup).
     pub fail_restores: bool,
-    /// An idle cluster: a member that joins from a snapshot does not start
-    /// serving until an entry is committed after it (etcd 3.6's publish
-    /// request is refused until then).
+    /// An idle cluster where a member that joins from a snapshot does not
+    /// start serving until an entry is committed after it (seen on the lab).
     pub idle: bool,
     /// Joined members waiting for a committed entry.
     pub stalled: Vec<u64>,
