@@ -174,31 +174,24 @@ fn destination(s3: &S3OnHost) -> Value {
     })
 }
 
-async fn create(
-    h: &Harness,
-    api_version_kind: (&str, &str),
-    name: &str,
-    spec: Value,
-) -> TestResult {
-    let (plural, kind) = api_version_kind;
+/// Creates a namespaced object of kind `K` from its spec.
+async fn create<K>(h: &Harness, name: &str, spec: Value) -> TestResult
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
     let object = json!({
-        "apiVersion": "durable-etcd.io/v1alpha1",
-        "kind": kind,
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
         "metadata": { "name": name, "namespace": h.namespace },
         "spec": spec,
     });
-    match plural {
-        "etcdbackups" => {
-            let api: Api<EtcdBackup> = Api::namespaced(h.client.clone(), &h.namespace);
-            api.create(&PostParams::default(), &serde_json::from_value(object)?)
-                .await?;
-        }
-        _ => {
-            let api: Api<EtcdBackupSchedule> = Api::namespaced(h.client.clone(), &h.namespace);
-            api.create(&PostParams::default(), &serde_json::from_value(object)?)
-                .await?;
-        }
-    }
+    Api::<K>::namespaced(h.client.clone(), &h.namespace)
+        .create(&PostParams::default(), &serde_json::from_value(object)?)
+        .await?;
     Ok(())
 }
 
@@ -248,9 +241,8 @@ async fn scenario(h: &mut Harness) -> TestResult {
     .await?;
 
     // A full backup, then incremental segments after it.
-    create(
+    create::<EtcdBackup>(
         h,
-        ("etcdbackups", "EtcdBackup"),
         "source-full",
         json!({ "clusterName": SOURCE, "destination": destination(&s3) }),
     )
@@ -269,9 +261,8 @@ async fn scenario(h: &mut Harness) -> TestResult {
         "full backup: revision {:?} at {:?}",
         full.revision, full.location
     );
-    create(
+    create::<EtcdBackupSchedule>(
         h,
-        ("etcdbackupschedules", "EtcdBackupSchedule"),
         "source-continuous",
         json!({
             "clusterName": SOURCE,

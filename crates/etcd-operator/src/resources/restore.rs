@@ -164,17 +164,26 @@ pub fn restore_pod(
                     ..Volume::default()
                 });
             }
+            // Both the fetch and the replay step read sealed objects.
+            let key_file = source.destination.encryption.as_ref().map(|encryption| {
+                (
+                    format!(
+                        "--encryption-key-file={ENCRYPTION_MOUNT}/{}",
+                        encryption.key
+                    ),
+                    VolumeMount {
+                        name: "encryption".to_string(),
+                        mount_path: ENCRYPTION_MOUNT.to_string(),
+                        read_only: Some(true),
+                        ..VolumeMount::default()
+                    },
+                )
+            });
+            if let Some((arg, key_mount)) = &key_file {
+                args.push(arg.clone());
+                mounts.push(key_mount.clone());
+            }
             if let Some(encryption) = &source.destination.encryption {
-                args.push(format!(
-                    "--encryption-key-file={ENCRYPTION_MOUNT}/{}",
-                    encryption.key
-                ));
-                mounts.push(VolumeMount {
-                    name: "encryption".to_string(),
-                    mount_path: ENCRYPTION_MOUNT.to_string(),
-                    read_only: Some(true),
-                    ..VolumeMount::default()
-                });
                 volumes.push(Volume {
                     name: "encryption".to_string(),
                     secret: Some(SecretVolumeSource {
@@ -187,18 +196,10 @@ pub fn restore_pod(
             let mut replay_args = step_args("replay");
             replay_args.push(format!("--etcd-binary={ETCD_BINARY}"));
             let mut replay_mounts = vec![mount.clone(), tools_mount.clone()];
-            if let Some(encryption) = &source.destination.encryption {
+            if let Some((arg, key_mount)) = key_file {
                 // The fetched segments stay sealed on the volume.
-                replay_args.push(format!(
-                    "--encryption-key-file={ENCRYPTION_MOUNT}/{}",
-                    encryption.key
-                ));
-                replay_mounts.push(VolumeMount {
-                    name: "encryption".to_string(),
-                    mount_path: ENCRYPTION_MOUNT.to_string(),
-                    read_only: Some(true),
-                    ..VolumeMount::default()
-                });
+                replay_args.push(arg);
+                replay_mounts.push(key_mount);
             }
             let replay = Container {
                 name: "replay".to_string(),
@@ -271,5 +272,49 @@ mod tests {
         assert!(etcdutl.contains(&"--data-dir=/var/lib/etcd/restore-main-x-r1".to_string()));
         let labels = pod.metadata.labels.expect("labels");
         assert!(!labels.contains_key(crate::api::identity::NAME_LABEL));
+    }
+
+    #[test]
+    fn a_backup_restore_fetches_checks_the_hash_and_replays_with_the_key() {
+        let mut cluster = EtcdCluster::new("main", crate::api::EtcdClusterSpec::default());
+        cluster.metadata.namespace = Some("ns".into());
+        cluster.metadata.uid = Some("uid".into());
+        let addressing = MemberAddressing::new("main", "ns");
+        let source: BackupSource = serde_json::from_value(serde_json::json!({
+            "destination": {
+                "s3": { "bucket": "b", "credentialsSecret": "s3" },
+                "encryption": { "secretName": "backup-key" },
+            },
+            "clusterName": "old",
+        }))
+        .expect("source");
+        let pod = restore_pod(&cluster, &addressing, "op:1", 0, "main-x", Some(source));
+        let spec = pod.spec.expect("spec");
+        let init = spec.init_containers.expect("init");
+        let names: Vec<&str> = init.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["fetch-backup", "etcdutl", "replay"]);
+        let args = |i: usize| init[i].args.clone().expect("args");
+        let key = format!("--encryption-key-file={ENCRYPTION_MOUNT}/encryptionKey");
+        assert!(args(0).contains(&key) && args(2).contains(&key));
+        assert!(args(0).contains(&"--backup-namespace=ns".to_string()));
+        assert!(args(0).contains(&"--backup-cluster=old".to_string()));
+        assert!(args(0).contains(&format!("--credentials-dir={CREDENTIALS_MOUNT}")));
+        assert!(!args(1).contains(&"--skip-hash-check".to_string()));
+        let mounted = |i: usize, path: &str| {
+            init[i]
+                .volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.mount_path == path)
+        };
+        assert!(mounted(0, ENCRYPTION_MOUNT) && mounted(2, ENCRYPTION_MOUNT));
+        assert!(mounted(0, CREDENTIALS_MOUNT) && !mounted(2, CREDENTIALS_MOUNT));
+        let volumes: Vec<String> = spec
+            .volumes
+            .expect("volumes")
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
+        assert_eq!(volumes, ["data", "tools", "credentials", "encryption"]);
     }
 }
