@@ -489,6 +489,10 @@ fn next_token(token: &str, _previous: &str) -> String {
     }
 }
 
+/// The shortest time between two entries committed for a joining learner.
+const RAFT_NUDGE_INTERVAL: k8s_openapi::jiff::SignedDuration =
+    k8s_openapi::jiff::SignedDuration::from_secs(5);
+
 /// Rule 3: at most one learner; promote it once it has caught up.
 fn learner_in_progress(cx: &Context<'_>) -> Option<Step> {
     let learner = cx.membership.learners().next()?;
@@ -506,8 +510,14 @@ fn learner_in_progress(cx: &Context<'_>) -> Option<Step> {
         cx.o.objects(ordinal)
             .pod
             .is_some_and(|p| p.phase == PodPhase::Running && !p.deleting);
+    // At most one entry per interval: the status write of each nudge
+    // triggers the next pass at once.
+    let nudged_lately = cx.o.status.last_operation.as_ref().is_some_and(|op| {
+        op.type_ == "AdvanceRaftLog" && cx.o.now.duration_since(op.time.0) < RAFT_NUDGE_INTERVAL
+    });
     if !learner.started
         && pod_running
+        && !nudged_lately
         && cx.membership.source == Source::Live
         && cx.membership.quorum
     {

@@ -85,10 +85,7 @@ pub fn plan(
         .action
         .as_ref()
         .map(|action| to_step(action, cluster, snapshot, settings));
-    let requeue_after = if matches!(planned.action, Some(Action::AdvanceRaftLog { .. })) {
-        // A joining learner: one entry every few seconds is plenty.
-        Duration::from_secs(3)
-    } else if step.is_some() {
+    let requeue_after = if step.is_some() {
         // Re-observe before the next step.
         Duration::from_secs(1)
     } else {
