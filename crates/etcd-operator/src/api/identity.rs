@@ -22,6 +22,9 @@ pub const CLUSTER_TOKEN_ANNOTATION: &str = "durable-etcd.io/cluster-token";
 pub const CLUSTER_ID_ANNOTATION: &str = "durable-etcd.io/cluster-id";
 /// PVC annotation: the etcd member ID (hex) the data belongs to.
 pub const MEMBER_ID_ANNOTATION: &str = "durable-etcd.io/member-id";
+/// Set to `"true"` on a PVC that a restore kept (it holds a survivor's data
+/// of a lost incarnation) to let the operator delete it.
+pub const RELEASE_DATA_ANNOTATION: &str = "durable-etcd.io/release-retained-data";
 
 /// The identity a member's data carries: written to the PVC annotations and
 /// to the marker file next to the data dir.

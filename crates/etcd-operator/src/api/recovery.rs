@@ -15,7 +15,8 @@ use super::BackupSource;
 #[x_kube(validation = kube::core::Rule::new("!has(self.source) || self.source != 'Backup' || has(self.backup)").message("recovery.source Backup needs recovery.backup: the backups to restore from"))]
 pub struct RecoverySpec {
     /// `Manual` (default): wait until a person approves the restore by
-    /// setting `approvedIncarnation`. `NewestSurvivor`: restore from the
+    /// setting `approvedIncarnation` (and, from a survivor,
+    /// `approvedSurvivor` and `approvedRevision`). `NewestSurvivor`: restore from the
     /// surviving member with the newest revision without waiting.
     #[serde(default)]
     pub policy: RecoveryPolicy,
@@ -30,6 +31,7 @@ pub struct RecoverySpec {
     /// the newest revision (its own data kept beside, as
     /// `data.before-<token>`), else of member 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "BackupSource")]
     pub backup: Option<BackupSource>,
 
     /// One-shot approval of a restore: set it to the `status.clusterToken`
@@ -37,7 +39,20 @@ pub struct RecoverySpec {
     /// starts a new incarnation with a new token, an approval never applies
     /// twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
     pub approved_incarnation: Option<String>,
+
+    /// With `source: Survivor`, the approval also names the survivor the
+    /// restore starts from (a member name such as `main-2`) and its
+    /// revision, both as the `MajorityDataLost` condition shows them: an
+    /// approval prepared for one loss never approves a different one, and a
+    /// person may choose a survivor while another cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_survivor: Option<String>,
+
+    /// The revision of `approvedSurvivor` that the approval accepts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_revision: Option<i64>,
 }
 
 /// Who decides that a restore happens.

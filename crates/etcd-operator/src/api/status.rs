@@ -91,6 +91,11 @@ pub struct RestoreStatus {
     /// data kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
+    /// The members of the lost incarnation whose data was known lost when
+    /// the restore started: only their PVCs are deleted by it. Every other
+    /// survivor's PVC is kept until a person releases it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_members: Vec<String>,
     /// The step in progress, in words.
     pub step: String,
     /// When the restore started.

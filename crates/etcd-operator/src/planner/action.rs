@@ -58,8 +58,22 @@ pub enum Action {
     CreatePeerService,
     /// Create the client Service.
     CreateClientService,
-    /// Create the PodDisruptionBudget.
-    CreatePodDisruptionBudget,
+    /// Create or update the PodDisruptionBudget: evictions may leave no
+    /// fewer than `min_available` members, the quorum of the current voters.
+    ApplyPodDisruptionBudget {
+        /// Its `minAvailable`.
+        min_available: u32,
+    },
+    /// Put back the labels the operator selects a member's objects by, on
+    /// its PVC and/or Pod that were found by name without them.
+    RestoreLabels {
+        /// The ordinal.
+        ordinal: u32,
+        /// The PVC lost its labels.
+        pvc: bool,
+        /// The Pod lost its labels.
+        pod: bool,
+    },
     /// Create the PVC of an ordinal, annotated with the identity known so far.
     CreatePvc {
         /// The ordinal.
@@ -195,7 +209,8 @@ impl Action {
         match self {
             Self::CreatePeerService => "CreatePeerService",
             Self::CreateClientService => "CreateClientService",
-            Self::CreatePodDisruptionBudget => "CreatePodDisruptionBudget",
+            Self::ApplyPodDisruptionBudget { .. } => "ApplyPodDisruptionBudget",
+            Self::RestoreLabels { .. } => "RestoreLabels",
             Self::CreatePvc { .. } => "CreatePvc",
             Self::CreatePod { .. } => "CreatePod",
             Self::DeletePod { .. } => "DeletePod",
@@ -228,7 +243,19 @@ impl Action {
         match self {
             Self::CreatePeerService => "creating the headless peer Service".to_string(),
             Self::CreateClientService => "creating the client Service".to_string(),
-            Self::CreatePodDisruptionBudget => "creating the PodDisruptionBudget".to_string(),
+            Self::ApplyPodDisruptionBudget { min_available } => format!(
+                "setting the PodDisruptionBudget to keep at least {min_available} members available"
+            ),
+            Self::RestoreLabels { ordinal, pvc, pod } => format!(
+                "putting back the labels of {}{}{} (found by name without them)",
+                if *pvc { "the PVC" } else { "" },
+                if *pvc && *pod { " and " } else { "" },
+                if *pod {
+                    format!("Pod {}", member(ordinal))
+                } else {
+                    format!(" of {}", member(ordinal))
+                }
+            ),
             Self::CreatePvc { ordinal, .. } => format!("creating the PVC of {}", member(ordinal)),
             Self::CreatePod {
                 ordinal, bootstrap, ..

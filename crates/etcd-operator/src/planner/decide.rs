@@ -33,6 +33,8 @@ pub enum Waiting {
     MajorityDataLost {
         /// Members whose data is lost, with the evidence.
         lost: Vec<String>,
+        /// The survivor a restore would start from, as far as known.
+        survivor: SurvivorChoice,
     },
     /// A membership change waits for every voter to be healthy for 5 s.
     HealthNotStable,
@@ -44,6 +46,74 @@ pub enum Waiting {
     InProgress(String),
     /// Nothing to do.
     Steady,
+}
+
+/// A member whose data survived the loss of a majority.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Survivor {
+    /// Its ordinal.
+    pub ordinal: u32,
+    /// Its member name.
+    pub name: String,
+    /// Its etcd member ID.
+    pub id: u64,
+    /// Its store revision, read from it in this pass.
+    pub revision: Option<i64>,
+    /// Its committed raft index, read from it in this pass.
+    pub raft_index: Option<u64>,
+}
+
+/// Which survivor a restore starts from (rule 11): the one with the highest
+/// committed raft index among every survivor whose volume exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SurvivorChoice {
+    /// Every survivor answered; this one holds the newest data.
+    Newest(Survivor),
+    /// Some survivors keep their volumes but cannot be read now, so the
+    /// newest is not known: wait for them, or a person chooses.
+    Unreadable {
+        /// The newest of those that answered, if any.
+        newest_readable: Option<Survivor>,
+        /// The member names that did not answer.
+        unreadable: Vec<String>,
+    },
+    /// No voter kept its data.
+    NoSurvivor,
+}
+
+impl SurvivorChoice {
+    /// The survivor a restore would start from without a person's choice.
+    pub fn newest(&self) -> Option<&Survivor> {
+        match self {
+            Self::Newest(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// One line for status: what is known of the survivors.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Newest(s) => format!(
+                "newest survivor {} at revision {} (raft index {})",
+                s.name,
+                s.revision.map_or("unknown".to_string(), |r| r.to_string()),
+                s.raft_index.map_or("unknown".to_string(), |r| r.to_string()),
+            ),
+            Self::Unreadable {
+                newest_readable,
+                unreadable,
+            } => format!(
+                "survivors {} keep their volumes but cannot be read, so the newest data is not known: waiting for them{}",
+                unreadable.join(", "),
+                newest_readable.as_ref().map_or(String::new(), |s| format!(
+                    " (of those that answered, {} is newest at revision {}; a person may choose it explicitly)",
+                    s.name,
+                    s.revision.map_or("unknown".to_string(), |r| r.to_string())
+                )),
+            ),
+            Self::NoSurvivor => "no member kept its data".to_string(),
+        }
+    }
 }
 
 /// Everything derived once per pass.
@@ -135,6 +205,13 @@ impl<'a> Context<'a> {
     /// Data-loss evidence of an ordinal.
     pub fn data_gone(&self, ordinal: u32) -> Option<String> {
         let member = self.membership.of_ordinal(ordinal);
+        // Rule 10: a member whose etcd answers healthy from its own data is
+        // never lost, whatever the objects around it say (stripped labels,
+        // a deleted Node object, a PV deleted under Retain, a stale
+        // annotation).
+        if self.serves_from_own_data(ordinal) {
+            return None;
+        }
         let objects = self.o.objects(ordinal);
         if let Some(evidence) = data_gone(self.o, &objects, member.is_some()) {
             return Some(evidence);
@@ -152,6 +229,51 @@ impl<'a> Context<'a> {
             }
             _ => None,
         }
+    }
+
+    /// Whether the member of `ordinal` answers healthy right now, from the
+    /// data of the volume its Pod runs on: etcd itself says so.
+    pub fn serves_from_own_data(&self, ordinal: u32) -> bool {
+        self.membership.source == Source::Live
+            && self
+                .membership
+                .of_ordinal(ordinal)
+                .is_some_and(|m| m.started && m.healthy)
+            && self
+                .o
+                .objects(ordinal)
+                .pod
+                .is_some_and(|p| p.phase == PodPhase::Running)
+    }
+
+    /// Why the PVC of `ordinal` is kept although its member is gone: it
+    /// holds a member's data of an earlier incarnation (a survivor that a
+    /// restore did not start from), not known lost and not released by a
+    /// person.
+    pub fn retained(&self, ordinal: u32) -> Option<String> {
+        let objects = self.o.objects(ordinal);
+        let pvc = objects.pvc.as_ref()?;
+        let token = &pvc.identity.cluster_token;
+        let member = pvc.identity.member_id?;
+        if token.is_empty() || *token == self.token || pvc.released || pvc.deleting {
+            return None;
+        }
+        if self.restoring.is_none() && self.serves_from_own_data(ordinal) {
+            return None;
+        }
+        let name = self.name(ordinal);
+        let known_lost = self
+            .o
+            .status
+            .restore
+            .as_ref()
+            .is_some_and(|r| r.from_incarnation == *token && r.lost_members.contains(&name));
+        if known_lost || data_gone(self.o, &objects, false).is_some() {
+            return None;
+        }
+        Some(format!(
+            "the PVC of {name} keeps the data of member {member:x} of incarnation {token}"
+        ))
     }
 
     /// Voters whose data is known gone: they will never be healthy again, so
@@ -179,13 +301,17 @@ impl<'a> Context<'a> {
 /// The first incarnation token: unique to this `EtcdCluster` object, and the
 /// same on every pass, so an operator restart never invents another one.
 fn first_token(o: &Observed) -> String {
-    let uid: String = o
-        .uid
+    first_token_of(&o.name, &o.uid)
+}
+
+/// The first incarnation token of the cluster `name` with UID `uid`.
+pub fn first_token_of(name: &str, uid: &str) -> String {
+    let uid: String = uid
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .take(12)
         .collect();
-    format!("{}-{uid}", o.name)
+    format!("{name}-{uid}")
 }
 
 /// Decides the single step of this pass.
@@ -194,7 +320,9 @@ pub fn decide(cx: &Context<'_>) -> Step {
         return Step::Wait(Waiting::Paused);
     }
     [
-        children as fn(&Context<'_>) -> Option<Step>,
+        unowned_names as fn(&Context<'_>) -> Option<Step>,
+        children,
+        restore_labels,
         super::restore::restore_in_progress,
         bootstrap,
         release_pods_on_gone_nodes,
@@ -203,9 +331,10 @@ pub fn decide(cx: &Context<'_>) -> Step {
         without_quorum,
         learner_in_progress,
         replace_lost_members,
+        pdb,
         add_missing_members,
         scale_down,
-        pdb,
+        retained_data,
     ]
     .iter()
     .find_map(|step| step(cx))
@@ -218,6 +347,28 @@ fn act(action: Action) -> Option<Step> {
 
 fn wait(waiting: Waiting) -> Option<Step> {
     Some(Step::Wait(waiting))
+}
+
+/// An object under a name the cluster needs that it does not own is never
+/// taken over (a forced apply would): a person renames or removes it.
+fn unowned_names(cx: &Context<'_>) -> Option<Step> {
+    if cx.o.unowned.is_empty() {
+        return None;
+    }
+    wait(Waiting::NeedsAttention(format!(
+        "{} exist(s) but do(es) not belong to this cluster; the operator will not take it over: delete or rename it",
+        cx.o.unowned.join(", ")
+    )))
+}
+
+/// Rule 10: objects of a member that lost their labels were found by name;
+/// they are this member's, so their labels go back (never a replacement).
+fn restore_labels(cx: &Context<'_>) -> Option<Step> {
+    cx.o.ordinals.iter().find_map(|(&ordinal, objects)| {
+        let pvc = objects.pvc.as_ref().is_some_and(|p| p.labels_missing);
+        let pod = objects.pod.as_ref().is_some_and(|p| p.labels_missing);
+        (pvc || pod).then(|| Step::Act(Action::RestoreLabels { ordinal, pvc, pod }))
+    })
 }
 
 fn children(cx: &Context<'_>) -> Option<Step> {
@@ -333,7 +484,14 @@ fn record_identity(cx: &Context<'_>) -> Option<Step> {
         let Some(pvc) = cx.o.objects(ordinal).pvc else {
             continue;
         };
-        if pvc.deleting || pvc.identity.member_id.is_some() {
+        if pvc.deleting || pvc.identity.member_id == Some(member.id) {
+            continue;
+        }
+        // A recorded ID that differs from the member serving from this
+        // volume is stale metadata (rule 10): the data is this member's, as
+        // etcd shows, so the record is corrected while it serves — before a
+        // restart would have the guard refuse its own data.
+        if pvc.identity.member_id.is_some() && !cx.serves_from_own_data(ordinal) {
             continue;
         }
         // Only record the member that actually runs on this PVC: its Pod is
@@ -410,16 +568,24 @@ fn without_quorum(cx: &Context<'_>) -> Option<Step> {
         .filter_map(|m| Some((*m, cx.data_gone(m.ordinal?)?)))
         .collect();
     if !voters.is_empty() && voters.len() - lost.len() < quorum(voters.len()) {
-        let approved = cx.o.spec.recovery.policy == RecoveryPolicy::NewestSurvivor
-            || cx.o.spec.recovery.approved_incarnation.as_deref() == Some(cx.token.as_str());
+        let survivor = choose_survivor(cx, &lost);
         let restore = match cx.o.spec.recovery.source {
-            RecoverySource::Survivor => restore_from_survivor(cx, &lost),
-            RecoverySource::Backup => restore_from_backup_in_place(cx, &lost),
+            RecoverySource::Survivor => approved_survivor(cx, &lost, &survivor)
+                .and_then(|chosen| restore_from_survivor(cx, &chosen)),
+            RecoverySource::Backup => {
+                let approved = cx.o.spec.recovery.policy == RecoveryPolicy::NewestSurvivor
+                    || cx.o.spec.recovery.approved_incarnation.as_deref()
+                        == Some(cx.token.as_str());
+                approved
+                    .then(|| restore_from_backup_in_place(cx, &survivor))
+                    .flatten()
+            }
         };
-        if approved && let Some(step) = restore {
+        if let Some(step) = restore {
             return Some(step);
         }
         return wait(Waiting::MajorityDataLost {
+            survivor,
             lost: lost
                 .iter()
                 .map(|(m, why)| {
@@ -443,16 +609,90 @@ fn without_quorum(cx: &Context<'_>) -> Option<Step> {
     wait(Waiting::QuorumLost { awaited })
 }
 
-fn restore_from_survivor(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> Option<Step> {
-    let survivor = cx
-        .membership
+/// The voters whose data was not lost, with what they said in this pass.
+fn survivors<'c>(
+    cx: &'c Context<'_>,
+    lost: &[(&KnownMember, String)],
+) -> Vec<(&'c KnownMember, u32)> {
+    cx.membership
         .voters()
         .filter(|m| !lost.iter().any(|(l, _)| l.id == m.id))
-        .filter(|m| m.ordinal.is_some())
-        .max_by_key(|m| (m.healthy, m.revision))?;
+        .filter_map(|m| Some((m, m.ordinal?)))
+        .collect()
+}
+
+fn survivor_of(cx: &Context<'_>, member: &KnownMember, ordinal: u32) -> Survivor {
+    let live = cx.membership.source == Source::Live;
+    Survivor {
+        ordinal,
+        name: cx.name(ordinal),
+        id: member.id,
+        revision: member.revision.filter(|_| live),
+        raft_index: member.raft_index.filter(|_| live),
+    }
+}
+
+/// Rule 11: the newest survivor is the one with the highest committed raft
+/// index (then revision) among *all* voters whose data was not lost; while
+/// one of them cannot be read, the newest is unknown. What status recorded
+/// earlier is not a reading: only what a member answered in this pass.
+pub fn choose_survivor(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> SurvivorChoice {
+    let all: Vec<Survivor> = survivors(cx, lost)
+        .into_iter()
+        .map(|(m, ordinal)| survivor_of(cx, m, ordinal))
+        .collect();
+    let newest = |list: &[&Survivor]| -> Option<Survivor> {
+        list.iter()
+            .max_by_key(|s| (s.raft_index, s.revision, std::cmp::Reverse(s.ordinal)))
+            .map(|s| (*s).clone())
+    };
+    let readable: Vec<&Survivor> = all.iter().filter(|s| s.raft_index.is_some()).collect();
+    let unreadable: Vec<String> = all
+        .iter()
+        .filter(|s| s.raft_index.is_none())
+        .map(|s| s.name.clone())
+        .collect();
+    if all.is_empty() {
+        SurvivorChoice::NoSurvivor
+    } else if unreadable.is_empty() {
+        newest(&readable).map_or(SurvivorChoice::NoSurvivor, SurvivorChoice::Newest)
+    } else {
+        SurvivorChoice::Unreadable {
+            newest_readable: newest(&readable),
+            unreadable,
+        }
+    }
+}
+
+/// The survivor a restore from a survivor may start from now, if the
+/// recovery policy allows one: by `NewestSurvivor`, only the newest of a
+/// complete reading; by a person, the survivor they named at the revision
+/// they named, which must be what it answers now.
+fn approved_survivor(
+    cx: &Context<'_>,
+    lost: &[(&KnownMember, String)],
+    choice: &SurvivorChoice,
+) -> Option<Survivor> {
+    let recovery = &cx.o.spec.recovery;
+    if recovery.policy == RecoveryPolicy::NewestSurvivor {
+        return choice.newest().cloned();
+    }
+    if recovery.approved_incarnation.as_deref() != Some(cx.token.as_str()) {
+        return None;
+    }
+    let named = recovery.approved_survivor.as_deref()?;
+    let survivor = survivors(cx, lost)
+        .into_iter()
+        .map(|(m, ordinal)| survivor_of(cx, m, ordinal))
+        .find(|s| s.name == named)?;
+    (survivor.revision.is_some() && survivor.revision == recovery.approved_revision)
+        .then_some(survivor)
+}
+
+fn restore_from_survivor(cx: &Context<'_>, survivor: &Survivor) -> Option<Step> {
     let incarnation = cx.o.status.cluster_token.as_deref().unwrap_or_default();
     Some(Step::Act(Action::RestoreFromSurvivor {
-        ordinal: survivor.ordinal?,
+        ordinal: survivor.ordinal,
         id: survivor.id,
         revision: survivor.revision,
         new_token: next_token(&cx.token, incarnation),
@@ -460,17 +700,18 @@ fn restore_from_survivor(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> O
 }
 
 /// A restore from the backups of `spec.recovery.backup` into the volume of
-/// the survivor with the newest revision (its data kept beside the restored
-/// one), else of member 0.
-fn restore_from_backup_in_place(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> Option<Step> {
+/// the newest survivor (its data kept beside the restored one), else of
+/// member 0. The backup is restored, so an unreadable survivor does not
+/// hold it up; its volume is kept like every other survivor's.
+fn restore_from_backup_in_place(cx: &Context<'_>, choice: &SurvivorChoice) -> Option<Step> {
     cx.o.spec.recovery.backup.as_ref()?;
-    let target = cx
-        .membership
-        .voters()
-        .filter(|m| !lost.iter().any(|(l, _)| l.id == m.id))
-        .filter_map(|m| Some((m.ordinal?, m.revision)))
-        .max_by_key(|(_, revision)| *revision)
-        .map_or(0, |(ordinal, _)| ordinal);
+    let target = match choice {
+        SurvivorChoice::Newest(s) => s.ordinal,
+        SurvivorChoice::Unreadable {
+            newest_readable, ..
+        } => newest_readable.as_ref().map_or(0, |s| s.ordinal),
+        SurvivorChoice::NoSurvivor => 0,
+    };
     let incarnation = cx.o.status.cluster_token.as_deref().unwrap_or_default();
     Some(Step::Act(Action::RestoreFromBackup {
         ordinal: target,
@@ -617,6 +858,9 @@ fn add_missing_members(cx: &Context<'_>) -> Option<Step> {
                     reason: format!("it holds no usable member data: {evidence}"),
                 });
             }
+            if cx.retained(ordinal).is_some() {
+                continue;
+            }
             if let Some(old) = pvc.identity.member_id {
                 // etcd never lets a removed member rejoin: the data of a
                 // member no longer in the cluster cannot serve this ordinal
@@ -731,6 +975,7 @@ fn scale_down(cx: &Context<'_>) -> Option<Step> {
         if let Some(pvc) = &objects.pvc
             && !pvc.deleting
             && cx.o.spec.storage.retention_policy == RetentionPolicy::Delete
+            && cx.retained(ordinal).is_none()
         {
             return act(Action::DeletePvc {
                 ordinal,
@@ -741,6 +986,42 @@ fn scale_down(cx: &Context<'_>) -> Option<Step> {
     None
 }
 
+/// Rule 5: the PodDisruptionBudget keeps a quorum of the current voters
+/// (not of `spec.replicas`: during and after a scale the two differ). Until
+/// the voters are known it is created for the spec's size.
 fn pdb(cx: &Context<'_>) -> Option<Step> {
-    (!cx.o.children.pdb).then_some(Step::Act(Action::CreatePodDisruptionBudget))
+    let voters = if cx.membership.source == Source::Live && cx.membership.voter_count() > 0 {
+        cx.membership.voter_count()
+    } else if cx.o.children.pdb {
+        return None;
+    } else {
+        usize::try_from(cx.replicas).unwrap_or(1).max(1)
+    };
+    let min_available = u32::try_from(quorum(voters)).unwrap_or(u32::MAX);
+    let current =
+        cx.o.children
+            .pdb_min_available
+            .and_then(|m| u32::try_from(m).ok());
+    (!cx.o.children.pdb || current != Some(min_available)).then_some(Step::Act(
+        Action::ApplyPodDisruptionBudget { min_available },
+    ))
+}
+
+/// Rule 11: PVCs that hold a survivor's data of a lost incarnation are
+/// kept until a person releases them; the cluster says so instead of
+/// looking complete.
+fn retained_data(cx: &Context<'_>) -> Option<Step> {
+    let kept: Vec<String> =
+        cx.o.ordinals
+            .keys()
+            .filter_map(|&o| cx.retained(o))
+            .collect();
+    if kept.is_empty() {
+        return None;
+    }
+    wait(Waiting::NeedsAttention(format!(
+        "{}; annotate a PVC with {}=true to let the operator delete it and replace its member",
+        kept.join("; "),
+        crate::api::identity::RELEASE_DATA_ANNOTATION
+    )))
 }

@@ -24,7 +24,7 @@ mod tests;
 use std::time::Duration;
 
 pub use action::{Action, Bootstrap};
-pub use decide::{Step, Waiting};
+pub use decide::{Step, Survivor, SurvivorChoice, Waiting, first_token_of};
 pub use membership::{HEALTH_STABILITY, quorum};
 pub use observed::{
     Children, GuardRefusal, NodeState, Observed, OrdinalObjects, PodPhase, PodState, PvcPhase,

@@ -37,6 +37,9 @@ pub struct Observed {
     /// The Pod that restores a survivor's data into a new incarnation, if
     /// one exists.
     pub restore_pod: Option<RestorePodState>,
+    /// Objects under a name this cluster needs that it does not own
+    /// (`Kind/name`): never taken over.
+    pub unowned: Vec<String>,
 }
 
 /// The state of the restore Pod.
@@ -62,6 +65,8 @@ pub struct Children {
     pub client_service: bool,
     /// The PodDisruptionBudget.
     pub pdb: bool,
+    /// Its `minAvailable`, when it exists and says a number.
+    pub pdb_min_available: Option<i32>,
 }
 
 /// The objects of one ordinal.
@@ -85,6 +90,13 @@ pub struct PvcState {
     pub identity: MemberIdentity,
     /// Where its volume lives.
     pub volume: VolumeKind,
+    /// Found by its name, not by the cluster's labels: someone removed or
+    /// changed them. It is still this member's PVC; the labels go back.
+    pub labels_missing: bool,
+    /// A person released the data it holds (the PVC carries
+    /// `durable-etcd.io/release-retained-data: "true"`): a PVC of a lost
+    /// incarnation that a restore kept may now be deleted.
+    pub released: bool,
 }
 
 /// Phase of a PVC.
@@ -127,6 +139,8 @@ pub struct PodState {
     pub guard_refusal: Option<GuardRefusal>,
     /// The etcd version of its image.
     pub version: Option<String>,
+    /// Found by its name, not by the cluster's labels.
+    pub labels_missing: bool,
 }
 
 /// Phase of a Pod.

@@ -12,7 +12,8 @@
 //!    new incarnation (same member name, new token, new cluster ID); the old
 //!    data dir is kept beside the new one;
 //! 3. the survivor's PVC records the new incarnation; the restore Pod goes;
-//! 4. the PVCs of the lost incarnation's other members are deleted;
+//! 4. the PVCs of the members whose data was lost are deleted; every other
+//!    survivor's PVC is kept until a person releases it (rule 11);
 //! 5. the survivor starts alone as the only member of the new incarnation;
 //!    once it serves, the restore is complete and the other members join as
 //!    learners, one at a time, like any scale-up.
@@ -131,10 +132,15 @@ pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {
         None => {}
     }
 
-    // 4. The other members' volumes hold the lost incarnation.
+    // 4. The volumes of the members whose data was lost hold nothing worth
+    // keeping; every other survivor's volume is kept (rule 11) until a
+    // person releases it.
     for (&ordinal, objects) in &cx.o.ordinals {
         let Some(pvc) = &objects.pvc else { continue };
         if ordinal == survivor || pvc.identity.cluster_token == token {
+            continue;
+        }
+        if cx.retained(ordinal).is_some() {
             continue;
         }
         if pvc.deleting {

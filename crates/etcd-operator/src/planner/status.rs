@@ -3,7 +3,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::decide::{Context, Step, Waiting};
+use super::decide::{Context, Step, SurvivorChoice, Waiting};
 use super::evidence::pod_trouble;
 use super::membership::{KnownMember, Source};
 use crate::api::identity::format_id;
@@ -101,31 +101,23 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         quorum_message,
     );
     let (data_lost, data_message) = match step {
-        Step::Wait(Waiting::MajorityDataLost { lost }) => (
+        Step::Wait(Waiting::MajorityDataLost { lost, survivor }) => (
             true,
             format!(
-                "data of a majority is known lost: {}; newest revision held by a survivor: {}; restore by spec.recovery (approvedIncarnation: {}), which restores {}",
+                "data of a majority is known lost: {}; {}; {}",
                 lost.join(", "),
-                survivor_revision(cx),
-                cx.token,
-                match (
-                    cx.o.spec.recovery.source,
-                    cx.o.spec.recovery.backup.is_some()
-                ) {
-                    (crate::api::RecoverySource::Backup, true) =>
-                        "the backups of spec.recovery.backup: compare that revision with the backup's (the schedule's status.incremental.durableRevision) first",
-                    (crate::api::RecoverySource::Backup, false) =>
-                        "nothing yet: source Backup needs spec.recovery.backup",
-                    (crate::api::RecoverySource::Survivor, _) =>
-                        "the survivor with the newest revision",
-                }
+                survivor.describe(),
+                how_to_approve(cx, survivor),
             ),
         ),
-        Step::Act(crate::planner::Action::RestoreFromSurvivor { .. }) => (
+        Step::Act(crate::planner::Action::RestoreFromSurvivor {
+            ordinal, revision, ..
+        }) => (
             true,
             format!(
-                "restoring from the survivor with the newest revision {}",
-                survivor_revision(cx)
+                "restoring from survivor {} at revision {}",
+                cx.name(*ordinal),
+                revision.map_or("unknown".to_string(), |r| r.to_string())
             ),
         ),
         Step::Act(crate::planner::Action::RestoreFromBackup { .. }) if cx.formed => (
@@ -288,6 +280,7 @@ fn restore_status(cx: &Context<'_>, step: &Step) -> Option<RestoreStatus> {
             survivor: member_name(&cx.o.name, *ordinal),
             survivor_ordinal: i32::try_from(*ordinal).unwrap_or(i32::MAX),
             revision: *revision,
+            lost_members: lost_member_names(cx),
             step: "approved; stopping the members of the lost incarnation".to_string(),
             started: Time(cx.o.now),
             completed: None,
@@ -309,6 +302,7 @@ fn restore_status(cx: &Context<'_>, step: &Step) -> Option<RestoreStatus> {
             survivor: member_name(&cx.o.name, *ordinal),
             survivor_ordinal: i32::try_from(*ordinal).unwrap_or(i32::MAX),
             revision: None,
+            lost_members: lost_member_names(cx),
             step: format!(
                 "restoring the backup of {field} into {}",
                 member_name(&cx.o.name, *ordinal)
@@ -334,11 +328,56 @@ fn restore_status(cx: &Context<'_>, step: &Step) -> Option<RestoreStatus> {
     Some(restore)
 }
 
+/// The names of the voters whose data is known lost.
+fn lost_member_names(cx: &Context<'_>) -> Vec<String> {
+    cx.membership
+        .voters()
+        .filter_map(|m| m.ordinal)
+        .filter(|&o| cx.data_gone(o).is_some())
+        .map(|o| cx.name(o))
+        .collect()
+}
+
 fn restore_step(cx: &Context<'_>, step: &Step) -> String {
     match step {
         Step::Act(action) => action.describe(&cx.o.name),
         Step::Wait(Waiting::InProgress(what) | Waiting::NeedsAttention(what)) => what.clone(),
         Step::Wait(other) => format!("{other:?}"),
+    }
+}
+
+/// What a person sets to approve the restore that would happen now.
+fn how_to_approve(cx: &Context<'_>, survivor: &SurvivorChoice) -> String {
+    use crate::api::{RecoveryPolicy, RecoverySource};
+    let recovery = &cx.o.spec.recovery;
+    match (recovery.source, recovery.backup.is_some()) {
+        (RecoverySource::Backup, true) => format!(
+            "restore from the backups of spec.recovery.backup by setting spec.recovery.approvedIncarnation: {}; compare the revision above with the backup's (the schedule's status.incremental.durableRevision) first",
+            cx.token
+        ),
+        (RecoverySource::Backup, false) => "source Backup needs spec.recovery.backup".to_string(),
+        (RecoverySource::Survivor, _) => match (recovery.policy, survivor) {
+            (RecoveryPolicy::NewestSurvivor, SurvivorChoice::Newest(_)) => {
+                "restoring from it (policy NewestSurvivor)".to_string()
+            }
+            (RecoveryPolicy::NewestSurvivor, _) => {
+                "policy NewestSurvivor restores only once every survivor has answered".to_string()
+            }
+            (RecoveryPolicy::Manual, SurvivorChoice::Newest(s)) => format!(
+                "to restore from it set spec.recovery: {{approvedIncarnation: {}, approvedSurvivor: {}, approvedRevision: {}}}",
+                cx.token,
+                s.name,
+                s.revision.map_or("unknown".to_string(), |r| r.to_string())
+            ),
+            (RecoveryPolicy::Manual, SurvivorChoice::Unreadable { .. }) => format!(
+                "a person may choose a survivor that answered with spec.recovery: {{approvedIncarnation: {}, approvedSurvivor: <member>, approvedRevision: <its revision>}}, accepting that the others may hold newer data",
+                cx.token
+            ),
+            (RecoveryPolicy::Manual, SurvivorChoice::NoSurvivor) => {
+                "no survivor to restore from: use a backup (spec.recovery.source: Backup)"
+                    .to_string()
+            }
+        },
     }
 }
 

@@ -125,6 +125,15 @@ pub enum Step {
     /// Nothing to do against the API server or etcd: the pass records a
     /// restore in status, which is written after the step.
     RecordRestore,
+    /// Merge the member labels back into a PVC and/or Pod that lost them.
+    RestoreLabels {
+        /// The PVC to label, if it lost its labels.
+        pvc: Option<String>,
+        /// The Pod to label, if it lost its labels.
+        pod: Option<String>,
+        /// The labels.
+        labels: std::collections::BTreeMap<String, String>,
+    },
 }
 
 /// What a successful step changed, for the Event and the log.
@@ -164,15 +173,18 @@ pub async fn execute(
             Ok(done(step))
         }
         Step::AnnotatePvc { name, annotations } => {
-            let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
             let patch = serde_json::json!({ "metadata": { "annotations": annotations } });
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|source| ActError::Apply {
-                    kind: "PersistentVolumeClaim",
-                    name: name.clone(),
-                    source,
-                })?;
+            merge_patch::<PersistentVolumeClaim>(client, namespace, name, &patch).await?;
+            Ok(done(step))
+        }
+        Step::RestoreLabels { pvc, pod, labels } => {
+            let patch = serde_json::json!({ "metadata": { "labels": labels } });
+            if let Some(name) = pvc {
+                merge_patch::<PersistentVolumeClaim>(client, namespace, name, &patch).await?;
+            }
+            if let Some(name) = pod {
+                merge_patch::<Pod>(client, namespace, name, &patch).await?;
+            }
             Ok(done(step))
         }
         Step::AddLearner { peer_urls, .. } => {
@@ -279,6 +291,17 @@ pub fn done(step: &Step) -> Done {
                     .join(", ")
             ),
         },
+        Step::RestoreLabels { pvc, pod, .. } => Done {
+            reason: "LabelsRestored",
+            note: format!(
+                "put the member labels back on {}",
+                pvc.iter()
+                    .map(|n| format!("PersistentVolumeClaim {n}"))
+                    .chain(pod.iter().map(|n| format!("Pod {n}")))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+        },
         Step::DeletePvc { name, .. } => Done {
             reason: "VolumeClaimDeleted",
             note: format!("deleted PersistentVolumeClaim {name}"),
@@ -338,6 +361,7 @@ pub fn action_name(step: &Step) -> &'static str {
         Step::AdvanceRaftLog { .. } => "AdvanceRaftLog",
         Step::ResetPvcIdentity { .. } => "AdoptVolumeClaim",
         Step::RecordRestore => "RecordRestore",
+        Step::RestoreLabels { .. } => "RestoreLabels",
     }
 }
 
@@ -371,6 +395,29 @@ where
         name,
         source,
     })?;
+    Ok(())
+}
+
+async fn merge_patch<K>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<(), ActError>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|source| ActError::Apply {
+            kind: kind_of::<K>(),
+            name: name.to_owned(),
+            source,
+        })?;
     Ok(())
 }
 

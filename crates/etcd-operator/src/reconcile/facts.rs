@@ -7,7 +7,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::identity::{
-    CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION, MemberIdentity, parse_id,
+    CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION,
+    MemberIdentity, ORDINAL_LABEL, RELEASE_DATA_ANNOTATION, parse_id,
 };
 use crate::member_guard::{REFUSAL_EXIT_CODE, REFUSAL_PREFIX};
 use crate::planner::{
@@ -168,6 +169,14 @@ pub fn pvc_identity(pvc: &PersistentVolumeClaim) -> MemberIdentity {
     }
 }
 
+/// Whether an object of member `ordinal` of `cluster` lacks the labels the
+/// operator selects it by (it was found by its name).
+pub fn labels_missing(object: &impl ResourceExt, cluster: &str, ordinal: u32) -> bool {
+    let labels = object.labels();
+    labels.get(CLUSTER_LABEL).map(String::as_str) != Some(cluster)
+        || labels.get(ORDINAL_LABEL) != Some(&ordinal.to_string())
+}
+
 /// The planner's view of a member's PVC and its volume.
 pub fn pvc_state(pvc: &PersistentVolumeClaim, volume: Option<&PersistentVolume>) -> PvcState {
     let phase = match pvc.status.as_ref().and_then(|s| s.phase.as_deref()) {
@@ -180,6 +189,11 @@ pub fn pvc_state(pvc: &PersistentVolumeClaim, volume: Option<&PersistentVolume>)
         deleting: pvc.metadata.deletion_timestamp.is_some(),
         identity: pvc_identity(pvc),
         volume: volume_kind(volume),
+        labels_missing: false,
+        released: pvc
+            .annotations()
+            .get(RELEASE_DATA_ANNOTATION)
+            .is_some_and(|v| v == "true"),
     }
 }
 
@@ -207,6 +221,7 @@ pub fn pod_state(pod: &Pod) -> PodState {
             .and_then(|s| s.containers.iter().find(|c| c.name == "etcd"))
             .and_then(|c| c.image.as_deref())
             .and_then(image_version),
+        labels_missing: false,
     }
 }
 

@@ -18,7 +18,7 @@ mod node_index;
 mod observe;
 mod pipeline;
 mod plan;
-mod status;
+pub(crate) mod status;
 
 pub use act::{Child, Done, Step};
 pub use controller::{Context, ControllerConfig, ControllerError, DEFAULT_OPERATOR_IMAGE, run};

@@ -11,16 +11,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
 use super::endpoints::pod_endpoints;
 use super::error::ObserveError;
 use crate::api::EtcdCluster;
-use crate::api::identity::{CLUSTER_LABEL, ORDINAL_LABEL};
+use crate::api::identity::{CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, ORDINAL_LABEL};
 use crate::etcd::{ConnectSettings, ObservedEtcd};
 use crate::planner::Children;
-use crate::resources::names::{client_service_name, pdb_name, peer_service_name};
+use crate::resources::names::{
+    client_service_name, member_name, ordinal_of_member, pdb_name, peer_service_name, pvc_name,
+};
 
 /// Client port of every member.
 pub const CLIENT_PORT: u16 = 2379;
@@ -28,10 +31,15 @@ pub const CLIENT_PORT: u16 = 2379;
 /// One observation of a cluster: its Kubernetes objects and its etcd view.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
-    /// The cluster's pods (by label), Terminating ones included.
+    /// The cluster's pods (by label, and by name for each member the
+    /// cluster expects whose Pod the label list lacks), Terminating ones
+    /// included.
     pub pods: Vec<Pod>,
-    /// The cluster's PVCs (by label).
+    /// The cluster's PVCs (by label, and by name like the pods).
     pub pvcs: Vec<PersistentVolumeClaim>,
+    /// Objects that carry a name the cluster needs but that this cluster
+    /// does not own (`kind/name`): never taken over, reported instead.
+    pub unowned: Vec<String>,
     /// The PersistentVolumes bound to those PVCs; `None` when the PV named
     /// by a PVC does not exist.
     pub volumes: BTreeMap<String, Option<PersistentVolume>>,
@@ -97,8 +105,42 @@ pub async fn observe(
                 })
         },
     )?;
-    let pods = pods.items;
-    let pvcs = pvcs.items;
+    let mut pods = pods.items;
+    let mut pvcs = pvcs.items;
+    let mut unowned = Vec::new();
+
+    // Rule 10: an object absent from a label-filtered list is not absent.
+    // Every member the cluster expects is looked up by name; what lost its
+    // labels is found (and re-labelled by the planner), what is truly
+    // absent is confirmed by the 404.
+    let expected = expected_ordinals(cluster);
+    let uid = cluster.uid().unwrap_or_default();
+    let missing_pvcs = expected
+        .iter()
+        .map(|&o| pvc_name(&name, o))
+        .filter(|n| !pvcs.iter().any(|p| &p.name_any() == n));
+    for (claim_name, claim) in
+        read_optional(&pvcs_api, missing_pvcs, "persistentvolumeclaim").await?
+    {
+        let Some(claim) = claim else { continue };
+        if pvc_belongs(&claim, &name, &uid) {
+            pvcs.push(claim);
+        } else {
+            unowned.push(format!("PersistentVolumeClaim/{claim_name}"));
+        }
+    }
+    let missing_pods = expected
+        .iter()
+        .map(|&o| member_name(&name, o))
+        .filter(|n| !pods.iter().any(|p| &p.name_any() == n));
+    for (pod_name, pod) in read_optional(&pods_api, missing_pods, "pod").await? {
+        let Some(pod) = pod else { continue };
+        if controlled_by(&pod, &uid) {
+            pods.push(pod);
+        } else {
+            unowned.push(format!("Pod/{pod_name}"));
+        }
+    }
 
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
@@ -124,14 +166,22 @@ pub async fn observe(
     let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
     let (peer_service, client_service, pdb) = futures::try_join!(
-        exists(&services, peer_service_name(&name), "service"),
-        exists(&services, client_service_name(&name), "service"),
-        exists(&pdbs, pdb_name(&name), "poddisruptionbudget"),
+        read_one(&services, peer_service_name(&name), "service"),
+        read_one(&services, client_service_name(&name), "service"),
+        read_one(&pdbs, pdb_name(&name), "poddisruptionbudget"),
     )?;
     let children = Children {
-        peer_service,
-        client_service,
-        pdb,
+        peer_service: owned_child(peer_service.as_ref(), &uid, "Service", &mut unowned),
+        client_service: owned_child(client_service.as_ref(), &uid, "Service", &mut unowned),
+        pdb: owned_child(pdb.as_ref(), &uid, "PodDisruptionBudget", &mut unowned),
+        pdb_min_available: pdb
+            .as_ref()
+            .filter(|p| controlled_by(*p, &uid))
+            .and_then(|p| p.spec.as_ref()?.min_available.as_ref())
+            .and_then(|m| match m {
+                IntOrString::Int(n) => Some(*n),
+                IntOrString::String(_) => None,
+            }),
     };
 
     // Member Pods only (the restore Pod runs no etcd).
@@ -149,6 +199,7 @@ pub async fn observe(
     Ok(Snapshot {
         pods,
         pvcs,
+        unowned,
         volumes,
         children,
         nodes,
@@ -157,15 +208,83 @@ pub async fn observe(
     })
 }
 
-/// Whether the named object exists.
-async fn exists<K>(api: &Api<K>, name: String, kind: &'static str) -> Result<bool, ObserveError>
+/// The named object, if it exists.
+async fn read_one<K>(
+    api: &Api<K>,
+    name: String,
+    kind: &'static str,
+) -> Result<Option<K>, ObserveError>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.get_metadata_opt(&name).await {
-        Ok(object) => Ok(object.is_some()),
+    match api.get_opt(&name).await {
+        Ok(object) => Ok(object),
         Err(source) => Err(ObserveError::Get { kind, name, source }),
     }
+}
+
+/// The ordinals whose objects the cluster expects: those the spec wants,
+/// those of the members recorded in status, and the survivor of a restore.
+pub fn expected_ordinals(cluster: &EtcdCluster) -> BTreeSet<u32> {
+    let name = cluster.name_any();
+    let wanted = 0..u32::try_from(cluster.spec.replicas).unwrap_or(0);
+    let status = cluster.status.as_ref();
+    let recorded = status
+        .into_iter()
+        .flat_map(|s| s.members.iter())
+        .filter_map(|m| ordinal_of_member(&name, &m.name));
+    let survivor = status
+        .and_then(|s| s.restore.as_ref())
+        .and_then(|r| u32::try_from(r.survivor_ordinal).ok());
+    wanted.chain(recorded).chain(survivor).collect()
+}
+
+/// Whether an object names this cluster (its UID) as its controller.
+fn controlled_by(object: &impl kube::Resource, uid: &str) -> bool {
+    object
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.uid == uid)
+}
+
+/// Whether a child exists and is this cluster's; one that exists under
+/// the child's name but is not is added to `unowned` (`kind/name`).
+fn owned_child<K: kube::Resource>(
+    object: Option<&K>,
+    uid: &str,
+    kind: &str,
+    unowned: &mut Vec<String>,
+) -> bool {
+    match object {
+        Some(o) if controlled_by(o, uid) => true,
+        Some(o) => {
+            unowned.push(format!(
+                "{kind}/{}",
+                o.meta().name.clone().unwrap_or_default()
+            ));
+            false
+        }
+        None => false,
+    }
+}
+
+/// Whether a PVC found by its name holds data of this cluster: PVCs carry
+/// no ownerReference (they may outlive the cluster by choice), so the
+/// incarnation token it records must be one of this cluster's (every token
+/// starts with the first one, derived from the cluster's UID), or the
+/// operator's labels must name this cluster.
+fn pvc_belongs(pvc: &PersistentVolumeClaim, cluster: &str, uid: &str) -> bool {
+    let first_token = crate::planner::first_token_of(cluster, uid);
+    let token = pvc
+        .annotations()
+        .get(CLUSTER_TOKEN_ANNOTATION)
+        .cloned()
+        .unwrap_or_default();
+    token == first_token
+        || token.starts_with(&format!("{first_token}-r"))
+        || pvc.labels().get(CLUSTER_LABEL).map(String::as_str) == Some(cluster)
 }
 
 /// Gets each named object; a missing one is `None` (data, e.g. a deleted

@@ -118,11 +118,15 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
             .and_then(|s| s.volume_name.as_ref())
             .and_then(|v| snapshot.volumes.get(v))
             .and_then(Option::as_ref);
-        ordinals.entry(ordinal).or_default().pvc = Some(facts::pvc_state(pvc, volume));
+        let mut state = facts::pvc_state(pvc, volume);
+        state.labels_missing = facts::labels_missing(pvc, &name, ordinal);
+        ordinals.entry(ordinal).or_default().pvc = Some(state);
     }
     for pod in &snapshot.pods {
         if let Some(ordinal) = ordinal_of_member(&name, &pod.name_any()) {
-            ordinals.entry(ordinal).or_default().pod = Some(facts::pod_state(pod));
+            let mut state = facts::pod_state(pod);
+            state.labels_missing = facts::labels_missing(pod, &name, ordinal);
+            ordinals.entry(ordinal).or_default().pod = Some(state);
         }
     }
     let restore_name = restore_pod_name(&name);
@@ -133,6 +137,7 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
         .map(facts::restore_pod_state);
     Observed {
         restore_pod,
+        unowned: snapshot.unowned.clone(),
         name,
         uid: cluster.uid().unwrap_or_default(),
         generation: cluster.metadata.generation,
@@ -179,9 +184,14 @@ fn to_step(
         Action::CreateClientService => {
             Step::Apply(Child::Service(Box::new(resources::client_service(cluster))))
         }
-        Action::CreatePodDisruptionBudget => {
-            Step::Apply(Child::Pdb(Box::new(resources::pdb(cluster))))
-        }
+        Action::ApplyPodDisruptionBudget { min_available } => Step::Apply(Child::Pdb(Box::new(
+            resources::pdb(cluster, *min_available),
+        ))),
+        Action::RestoreLabels { ordinal, pvc, pod } => Step::RestoreLabels {
+            pvc: pvc.then(|| pvc_name(&name, *ordinal)),
+            pod: pod.then(|| member(*ordinal)),
+            labels: resources::member_labels(&name, *ordinal),
+        },
         Action::CreatePvc { ordinal, identity } => Step::Apply(Child::Pvc(Box::new(
             resources::pvc(cluster, *ordinal, identity),
         ))),

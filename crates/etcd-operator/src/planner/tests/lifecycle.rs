@@ -278,7 +278,7 @@ fn majority_data_lost_waits_for_a_person() {
         condition.message
     );
     // A person approves this incarnation: the restore is planned from the survivor.
-    sim.spec.recovery.approved_incarnation = sim.status.cluster_token.clone();
+    assert!(sim.approve_newest_survivor(), "{:#?}", sim.status);
     let action = sim.reconcile();
     assert!(
         matches!(action, Some(Action::RestoreFromSurvivor { ordinal: 2, .. })),
@@ -294,7 +294,8 @@ fn approved_restore_runs_to_a_full_new_incarnation() {
     sim.wipe(0);
     sim.wipe(1);
     sim.run(20);
-    sim.spec.recovery.approved_incarnation = old_token.clone();
+    assert!(sim.approve_newest_survivor(), "{:#?}", sim.status);
+    assert_eq!(sim.spec.recovery.approved_incarnation, old_token);
     // The restore is recorded first, then its steps, each one visible.
     let action = sim.reconcile();
     assert!(

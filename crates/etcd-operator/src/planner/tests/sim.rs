@@ -32,6 +32,11 @@ pub struct SimPvc {
     /// The restore Pod wrote a new incarnation (this token) on the volume;
     /// its member starts with `new` for that token.
     pub restored: Option<String>,
+    /// Ground truth: the highest raft index committed in the data the
+    /// volume holds (also its revision in this model).
+    pub index: u64,
+    /// A person released the data it holds (the release annotation).
+    pub released: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -99,6 +104,11 @@ pub struct Sim {
     pub idle: bool,
     /// Joined members waiting for a committed entry.
     pub stalled: Vec<u64>,
+    /// A learner whose Pod runs never starts serving, whatever is committed
+    /// (a crash-looping or misconfigured learner).
+    pub learners_never_start: bool,
+    /// Ground truth: the highest index acknowledged to a client.
+    pub acknowledged: u64,
 }
 
 impl Sim {
@@ -129,6 +139,8 @@ impl Sim {
             new_tokens: Vec::new(),
             fail_restores: false,
             idle: false,
+            learners_never_start: false,
+            acknowledged: 0,
             stalled: Vec::new(),
         };
         for _ in 0..nodes {
@@ -518,6 +530,8 @@ impl Sim {
                     None if self.volumes == Volumes::Local => VolumeKind::Unknown,
                     None => VolumeKind::Network,
                 },
+                labels_missing: false,
+                released: pvc.released,
             });
         }
         for (o, pod) in &self.pods {
@@ -532,6 +546,7 @@ impl Sim {
                 node: pod.node.clone(),
                 guard_refusal: pod.refusal.clone(),
                 version: Some(self.spec.version.clone()),
+                labels_missing: false,
             });
         }
         let nodes = self
@@ -559,6 +574,7 @@ impl Sim {
             etcd: self.etcd_view(),
             ordinals,
             nodes,
+            unowned: Vec::new(),
             restore_pod: self.restore_pod.as_ref().map(|r| {
                 if r.done {
                     crate::planner::RestorePodState::Succeeded
@@ -607,7 +623,7 @@ impl Sim {
                     client_urls: Vec::new(),
                     is_learner: m.learner,
                     endpoint: None,
-                    status: None,
+                    status: self.member_status(m),
                     health: if self.member_healthy(m) {
                         MemberHealth::Healthy
                     } else {
@@ -624,12 +640,104 @@ impl Sim {
         }
     }
 
+    /// What a member's endpoint reports about itself: only a member whose
+    /// Pod runs on its data answers (with or without quorum).
+    fn member_status(&self, m: &SimMember) -> Option<crate::etcd::EndpointStatus> {
+        let pod = self.pods.get(&m.ordinal)?;
+        let pvc = self.pvcs.get(&m.ordinal)?;
+        let node_up = pod
+            .node
+            .as_ref()
+            .and_then(|n| self.nodes.get(n))
+            .is_some_and(|n| n.up);
+        if !pod.running || !node_up || pvc.data != Some(m.id) {
+            return None;
+        }
+        Some(crate::etcd::EndpointStatus {
+            endpoint: format!("{CLUSTER}-{}", m.ordinal),
+            member_id: m.id,
+            cluster_id: self.cluster_id.unwrap_or_default(),
+            leader_id: None,
+            revision: i64::try_from(pvc.index).unwrap_or(i64::MAX),
+            raft_term: 1,
+            raft_index: pvc.index,
+            raft_applied_index: pvc.index,
+            db_size: 0,
+            db_size_in_use: 0,
+            db_size_quota: 0,
+            version: self.spec.version.clone(),
+            storage_version: String::new(),
+            is_learner: m.learner,
+            errors: Vec::new(),
+        })
+    }
+
+    /// Clients write while a quorum works: every healthy member commits the
+    /// next index (the others keep what they had).
+    pub fn write(&mut self) {
+        if !self.has_quorum() {
+            return;
+        }
+        let healthy: Vec<(u32, u64)> = self
+            .members
+            .iter()
+            .filter(|m| self.member_healthy(m))
+            .map(|m| (m.ordinal, m.id))
+            .collect();
+        let next = self.newest_index() + 1;
+        for (ordinal, id) in healthy {
+            if let Some(pvc) = self.pvcs.get_mut(&ordinal)
+                && pvc.data == Some(id)
+            {
+                pvc.index = next;
+            }
+        }
+        self.acknowledged = self.acknowledged.max(next);
+    }
+
+    /// A person releases every PVC a restore kept (data of a lost
+    /// incarnation): the operator may then replace those members.
+    pub fn release_retained(&mut self) -> usize {
+        let token = self.status.cluster_token.clone().unwrap_or_default();
+        let mut released = 0;
+        for pvc in self.pvcs.values_mut() {
+            if !pvc.identity.cluster_token.is_empty() && pvc.identity.cluster_token != token {
+                pvc.released = true;
+                released += 1;
+            }
+        }
+        released
+    }
+
+    /// The newest index held by any volume that still has data.
+    pub fn newest_index(&self) -> u64 {
+        self.pvcs
+            .values()
+            .filter(|p| p.data.is_some())
+            .map(|p| p.index)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// One reconcile: observe, plan, check the action against the rules,
     /// apply it, write the status.
     pub fn reconcile(&mut self) -> Option<Action> {
+        self.write();
         let plan = plan(&self.observe());
-        self.status = plan.status.clone();
         let action = plan.action.clone();
+        // The status goes through what the reconciler does with it: the
+        // action's outcome recorded as the last operation, then `finalize`.
+        let mut desired = plan.status.clone();
+        if let Some(action) = &action {
+            desired.last_operation = Some(crate::api::LastOperation {
+                type_: action.kind().to_string(),
+                description: action.describe(CLUSTER),
+                state: crate::api::OperationState::Succeeded,
+                time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(self.now),
+            });
+        }
+        self.status =
+            crate::reconcile::status::finalize(Some(&self.status), desired, Some(1), true);
         self.last_plan = Some(plan);
         if let Some(action) = &action {
             self.check_and_apply(action.clone());
@@ -637,6 +745,23 @@ impl Sim {
         }
         self.settle();
         action
+    }
+
+    /// A person approves the restore the status proposes: this incarnation,
+    /// the newest survivor and its revision, as the planner named them.
+    pub fn approve_newest_survivor(&mut self) -> bool {
+        let plan = plan(&self.observe());
+        let Some(crate::planner::Waiting::MajorityDataLost {
+            survivor: crate::planner::SurvivorChoice::Newest(survivor),
+            ..
+        }) = plan.waiting
+        else {
+            return false;
+        };
+        self.spec.recovery.approved_incarnation = self.status.cluster_token.clone();
+        self.spec.recovery.approved_survivor = Some(survivor.name);
+        self.spec.recovery.approved_revision = survivor.revision;
+        true
     }
 
     /// Reconciles with time passing until nothing more happens.
@@ -651,12 +776,40 @@ impl Sim {
         self.violations.push(format!("{rule}: {action:?}"));
     }
 
+    /// Applies an action and checks that it destroyed no newer data than
+    /// what is left (rule 11: the newest committed index survives every
+    /// action; a restore from a backup replaces data by a person's choice).
     fn check_and_apply(&mut self, action: Action) {
+        let newest_before = self.newest_index();
+        let from_backup = matches!(
+            action,
+            Action::RunRestore {
+                from_backup: true,
+                ..
+            } | Action::RestoreFromBackup { .. }
+        ) || self.restore_pod.as_ref().is_some_and(|r| r.from_backup);
+        self.apply_action(action.clone());
+        if !from_backup && self.newest_index() < newest_before {
+            self.violation(
+                &format!(
+                    "rule 11: the newest data (index {newest_before}) was destroyed, {} left",
+                    self.newest_index()
+                ),
+                &action,
+            );
+        }
+    }
+
+    fn apply_action(&mut self, action: Action) {
         let quorum_before = self.has_quorum();
         match &action {
             Action::CreatePeerService => self.children.peer_service = true,
             Action::CreateClientService => self.children.client_service = true,
-            Action::CreatePodDisruptionBudget => self.children.pdb = true,
+            Action::ApplyPodDisruptionBudget { min_available } => {
+                self.children.pdb = true;
+                self.children.pdb_min_available = i32::try_from(*min_available).ok();
+            }
+            Action::RestoreLabels { .. } => {}
             Action::CreatePvc { ordinal, identity } => {
                 if self.pvcs.contains_key(ordinal) {
                     self.violation("PVC created twice", &action);
@@ -669,6 +822,8 @@ impl Sim {
                         local_node: None,
                         data: None,
                         restored: None,
+                        index: 0,
+                        released: false,
                     },
                 );
             }
@@ -842,6 +997,9 @@ impl Sim {
             Action::AdvanceRaftLog { .. } => {
                 if !quorum_before {
                     self.violation("a raft entry proposed without quorum", &action);
+                    return;
+                }
+                if self.learners_never_start {
                     return;
                 }
                 let stalled = std::mem::take(&mut self.stalled);

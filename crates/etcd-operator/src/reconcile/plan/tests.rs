@@ -28,7 +28,8 @@ fn settings() -> BuildSettings {
 
 fn pvc(ordinal: u32, volume: &str, annotations: serde_json::Value) -> PersistentVolumeClaim {
     serde_json::from_value(json!({
-        "metadata": { "name": format!("data-demo-{ordinal}"), "uid": format!("pvc-uid-{ordinal}"), "annotations": annotations },
+        "metadata": { "name": format!("data-demo-{ordinal}"), "uid": format!("pvc-uid-{ordinal}"), "annotations": annotations,
+            "labels": { "durable-etcd.io/cluster": "demo", "durable-etcd.io/ordinal": ordinal.to_string() } },
         "spec": { "volumeName": volume },
         "status": { "phase": "Bound" }
     }))
@@ -65,7 +66,8 @@ fn pod(ordinal: u32, node: &str, extra_status: serde_json::Value) -> Pod {
         status.extend(extra.clone());
     }
     serde_json::from_value(json!({
-        "metadata": { "name": format!("demo-{ordinal}"), "uid": format!("pod-uid-{ordinal}") },
+        "metadata": { "name": format!("demo-{ordinal}"), "uid": format!("pod-uid-{ordinal}"),
+            "labels": { "durable-etcd.io/cluster": "demo", "durable-etcd.io/ordinal": ordinal.to_string() } },
         "spec": { "nodeName": node, "containers": [ { "name": "etcd", "image": "registry.k8s.io/etcd:3.6.16-0" } ] },
         "status": status
     }))
@@ -85,6 +87,7 @@ fn snapshot() -> Snapshot {
     Snapshot {
         pods: Vec::new(),
         pvcs: Vec::new(),
+        unowned: Vec::new(),
         volumes: BTreeMap::new(),
         children: Children::default(),
         nodes: ["n1", "n2", "n3"]
@@ -172,6 +175,7 @@ fn bootstrap_pods_run_the_guard_from_the_operator_image() {
         peer_service: true,
         client_service: true,
         pdb: false,
+        pdb_min_available: None,
     };
     snap.pvcs = (0..3).map(|o| pvc(o, "", json!({}))).collect();
     let pass = plan(&cluster(), &snap, &settings(), now());
@@ -203,6 +207,7 @@ fn a_pod_on_a_deleted_node_is_force_deleted_with_its_uid() {
         peer_service: true,
         client_service: true,
         pdb: true,
+        pdb_min_available: Some(2),
     };
     snap.pvcs = (0..3)
         .map(|o| {
