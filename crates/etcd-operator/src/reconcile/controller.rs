@@ -1,23 +1,33 @@
 //! The kube-rs `Controller`: EtcdClusters and the objects they own (Pods,
 //! PVCs, Services, PDBs), plus Nodes mapped to the clusters that have
 //! members on them. Each pass runs the pipeline of [`super::pipeline`].
+//!
+//! EtcdClusters are watched as untyped objects (`DynamicObject`): a list or
+//! watch of typed objects fails as a whole when one object does not decode
+//! (a newer CRD version, a field of another type), and then no cluster at
+//! all is reconciled. Untyped, the watch cannot fail per object; each pass
+//! reads and decodes its own cluster, and an object this operator cannot
+//! read is reported on that object alone. A pass that panics likewise
+//! fails for its cluster only.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use std::panic::AssertUnwindSafe;
+
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::runtime::controller::{self, Action};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 
-use super::error::ReconcileError;
+use super::error::{Category, ReconcileError};
 use super::node_index::{ClusterKey, NodeIndex};
 use super::pipeline;
-use crate::api::EtcdCluster;
 use crate::api::identity::MANAGED_BY_LABEL;
 use crate::etcd::ConnectSettings;
 use crate::telemetry::{Health, Metrics};
@@ -88,9 +98,14 @@ pub async fn run(
     metrics: Metrics,
     health: Health,
 ) -> Result<(), ControllerError> {
-    let clusters: Api<EtcdCluster> = scoped(&client, config.namespace.as_deref());
+    let resource = pipeline::cluster_resource();
+    let clusters: Api<DynamicObject> = match config.namespace.as_deref() {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    // Metadata only: an object this operator cannot decode must not stop it.
     clusters
-        .list(&kube::api::ListParams::default().limit(1))
+        .list_metadata(&ListParams::default().limit(1))
         .await
         .map_err(ControllerError::CrdMissing)?;
 
@@ -108,7 +123,8 @@ pub async fn run(
 
     health.set_ready(true);
     tracing::info!(namespace = ?config.namespace, "controller running");
-    Controller::new(clusters, watcher::Config::default())
+    let node_resource = resource.clone();
+    Controller::new_with(clusters, watcher::Config::default(), resource)
         .owns(scoped::<Pod>(&client, config.namespace.as_deref()), owned.clone())
         .owns(
             scoped::<PersistentVolumeClaim>(&client, config.namespace.as_deref()),
@@ -124,7 +140,7 @@ pub async fn run(
             watcher::Config::default(),
             move |node: Node| {
                 if node_changes.changed(&node) {
-                    clusters_on_node(&node_map, &node)
+                    clusters_on_node(&node_map, &node, &node_resource)
                 } else {
                     Vec::new()
                 }
@@ -140,6 +156,11 @@ pub async fn run(
         .for_each(|result| async move {
             match result {
                 Ok((cluster, _)) => tracing::debug!(cluster = %cluster, "reconciled"),
+                Err(controller::Error::ReconcilerFailed(error, cluster))
+                    if error.category() == Category::Conflict =>
+                {
+                    tracing::info!(cluster = %cluster, step = error.step(), category = error.category().as_str(), "{error}")
+                }
                 Err(controller::Error::ReconcilerFailed(error, cluster)) => {
                     tracing::warn!(cluster = %cluster, step = error.step(), category = error.category().as_str(), "{error}")
                 }
@@ -169,26 +190,114 @@ fn reporter() -> Reporter {
     }
 }
 
-fn clusters_on_node(index: &NodeIndex, node: &Node) -> Vec<ObjectRef<EtcdCluster>> {
+fn clusters_on_node(
+    index: &NodeIndex,
+    node: &Node,
+    resource: &ApiResource,
+) -> Vec<ObjectRef<DynamicObject>> {
     index
         .clusters_on(&node.name_any())
         .into_iter()
-        .map(|ClusterKey { namespace, name }| ObjectRef::new(&name).within(&namespace))
+        .map(|ClusterKey { namespace, name }| {
+            ObjectRef::new_with(&name, resource.clone()).within(&namespace)
+        })
         .collect()
 }
 
-async fn reconcile(cluster: Arc<EtcdCluster>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+async fn reconcile(
+    cluster: Arc<DynamicObject>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
     ctx.metrics.reconcile_started();
     let started = std::time::Instant::now();
-    let result = pipeline::pass(&ctx, &cluster).await;
+    let result = guarded(pipeline::pass(&ctx, &cluster)).await;
+    if let Err(ReconcileError::Panicked(message)) = &result {
+        tracing::error!(cluster = %cluster.name_any(), "reconcile pass panicked: {message}");
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "ReconcilePanicked".to_owned(),
+            note: Some(message.chars().take(1000).collect()),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        let reference = cluster.object_ref(&pipeline::cluster_resource());
+        if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+            tracing::warn!("cannot publish event: {error}");
+        }
+    }
     ctx.metrics
         .reconcile_finished(started.elapsed().as_secs_f64());
     result
 }
 
-fn error_policy(_cluster: Arc<EtcdCluster>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+/// Runs one pass; a panic becomes an error of this pass (and so of this
+/// cluster only) instead of ending the controller of every cluster.
+async fn guarded<F>(pass: F) -> Result<Action, ReconcileError>
+where
+    F: std::future::Future<Output = Result<Action, ReconcileError>>,
+{
+    match AssertUnwindSafe(pass).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => Err(ReconcileError::Panicked(panic_message(panic.as_ref()))),
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+fn error_policy(_cluster: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     let category = error.category();
     ctx.metrics
         .reconcile_failed(error.step(), category.as_str());
     Action::requeue(category.retry_after())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_pass_fails_for_its_cluster_only() {
+        let result = guarded(async {
+            let members: Vec<u32> = Vec::new();
+            // A bug met on one cluster's objects.
+            let first = members.iter().copied().next();
+            if first.is_none() {
+                panic!("no member at ordinal {}", members.len());
+            }
+            Ok(Action::await_change())
+        })
+        .await;
+        match result {
+            Err(ReconcileError::Panicked(message)) => assert_eq!(message, "no member at ordinal 0"),
+            other => panic!("expected a panicked pass, got {other:?}"),
+        }
+        assert!(guarded(async { Ok(Action::await_change()) }).await.is_ok());
+    }
+
+    #[test]
+    fn nodes_map_to_untyped_cluster_references() {
+        let index = NodeIndex::default();
+        index.set_nodes(
+            ClusterKey {
+                namespace: "prod".into(),
+                name: "main".into(),
+            },
+            ["n1".to_owned()],
+        );
+        let node: Node =
+            serde_json::from_value(serde_json::json!({ "metadata": { "name": "n1" } }))
+                .expect("a node");
+        let resource = pipeline::cluster_resource();
+        let refs = clusters_on_node(&index, &node, &resource);
+        assert_eq!(
+            refs,
+            vec![ObjectRef::new_with("main", resource).within("prod")]
+        );
+    }
 }

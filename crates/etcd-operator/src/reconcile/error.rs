@@ -77,6 +77,42 @@ impl Category {
     }
 }
 
+/// Reading the `EtcdCluster` itself at the start of a pass failed. Nothing
+/// is acted on after this, and only this cluster is concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The API server did not answer the read.
+    #[error("cannot read EtcdCluster {cluster}: {source}")]
+    Get {
+        /// Cluster name.
+        cluster: String,
+        /// Cause.
+        source: kube::Error,
+    },
+    /// The object does not decode into this operator's `EtcdCluster` type
+    /// (a newer CRD version, a field of another type).
+    #[error("this operator cannot read EtcdCluster {cluster} at {path}: {message}")]
+    Unreadable {
+        /// Cluster name.
+        cluster: String,
+        /// JSON path of the field at fault.
+        path: String,
+        /// What the decoder said.
+        message: String,
+    },
+}
+
+impl ReadError {
+    /// Category of this error.
+    pub fn category(&self) -> Category {
+        match self {
+            ReadError::Get { source, .. } => Category::of_kube(source),
+            // Waits for a change to the object (or a newer operator).
+            ReadError::Unreadable { .. } => Category::InvalidSpec,
+        }
+    }
+}
+
 /// Reading the current state failed. Nothing is acted on after this.
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
@@ -177,6 +213,19 @@ impl ActError {
 /// Writing the status failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
+    /// The object changed since the pass read it (resourceVersion
+    /// precondition): the status planned from the older object was not
+    /// written, so it cannot overwrite a newer one. The next pass plans
+    /// from the new object.
+    #[error(
+        "status of {cluster} not written: the object changed since it was read at resourceVersion {resource_version}"
+    )]
+    Stale {
+        /// Cluster name.
+        cluster: String,
+        /// The resourceVersion the plan was made from.
+        resource_version: String,
+    },
     /// The status patch was refused or failed.
     #[error("cannot write status of {cluster}: {source}")]
     Patch {
@@ -200,6 +249,8 @@ impl StatusError {
     pub fn category(&self) -> Category {
         match self {
             StatusError::Patch { source, .. } => Category::of_kube(source),
+            // Re-read and plan again soon; no Event (this is not a fault).
+            StatusError::Stale { .. } => Category::Conflict,
             StatusError::Serialize { .. } => Category::InvalidSpec,
         }
     }
@@ -208,6 +259,10 @@ impl StatusError {
 /// A failed reconcile pass, by step.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
+    /// Reading the cluster object failed or it cannot be decoded; nothing
+    /// was done.
+    #[error(transparent)]
+    Read(#[from] ReadError),
     /// Observing failed; nothing was done.
     #[error(transparent)]
     Observe(#[from] ObserveError),
@@ -217,24 +272,32 @@ pub enum ReconcileError {
     /// The status write failed.
     #[error(transparent)]
     Status(#[from] StatusError),
+    /// The pass panicked (a bug met on this cluster's objects). Only this
+    /// cluster waits, for a change to its object.
+    #[error("the reconcile pass panicked: {0}")]
+    Panicked(String),
 }
 
 impl ReconcileError {
     /// The pipeline step that failed, as a metric label.
     pub fn step(&self) -> &'static str {
         match self {
+            ReconcileError::Read(_) => "read",
             ReconcileError::Observe(_) => "observe",
             ReconcileError::Act(_) => "act",
             ReconcileError::Status(_) => "status",
+            ReconcileError::Panicked(_) => "pass",
         }
     }
 
     /// Category of the error.
     pub fn category(&self) -> Category {
         match self {
+            ReconcileError::Read(e) => e.category(),
             ReconcileError::Observe(e) => e.category(),
             ReconcileError::Act(e) => e.category(),
             ReconcileError::Status(e) => e.category(),
+            ReconcileError::Panicked(_) => Category::InvalidSpec,
         }
     }
 }
@@ -276,5 +339,32 @@ mod tests {
         });
         assert_eq!(error.step(), "status");
         assert_eq!(error.category(), Category::Conflict);
+    }
+
+    #[test]
+    fn one_unreadable_or_panicking_cluster_waits_for_a_change() {
+        let error = ReconcileError::from(ReadError::Unreadable {
+            cluster: "main".into(),
+            path: "spec.storage.retentionPolicy".into(),
+            message: "unknown variant `Archive`".into(),
+        });
+        assert_eq!(error.step(), "read");
+        assert_eq!(error.category(), Category::InvalidSpec);
+        assert_eq!(
+            error.to_string(),
+            "this operator cannot read EtcdCluster main at spec.storage.retentionPolicy: unknown variant `Archive`"
+        );
+        let error = ReconcileError::Panicked("index out of bounds".into());
+        assert_eq!(error.category(), Category::InvalidSpec);
+    }
+
+    #[test]
+    fn a_stale_status_write_is_a_conflict_retried_soon() {
+        let error = ReconcileError::from(StatusError::Stale {
+            cluster: "main".into(),
+            resource_version: "41".into(),
+        });
+        assert_eq!(error.category(), Category::Conflict);
+        assert!(error.category().retry_after() <= Duration::from_secs(1));
     }
 }

@@ -1,16 +1,27 @@
-//! One reconcile pass: observe -> plan (pure) -> act (at most one step) ->
-//! status -> Events -> requeue.
+//! One reconcile pass: read the cluster fresh -> observe -> plan (pure) ->
+//! confirm (a second read before a disruptive step) -> act (at most one
+//! step) -> status (guarded by the read's resourceVersion) -> Events ->
+//! requeue.
+//!
+//! The watch of `EtcdCluster`s only triggers passes; see [`fresh`] for why
+//! each pass plans from its own read and never from the watch's cache.
+
+mod fresh;
+
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
 
 use super::act::{self, Done};
 use super::controller::Context;
-use super::error::{ActError, ObserveError, ReconcileError};
+use super::error::{ActError, ObserveError, ReadError, ReconcileError};
 use super::node_index::ClusterKey;
 use super::observe;
 use super::plan::{self, PassPlan, PlanEvent};
@@ -18,32 +29,82 @@ use super::status;
 use crate::api::{EtcdCluster, LastOperation, OperationState};
 use crate::telemetry::ClusterGauges;
 
-/// Runs one pass for `cluster`.
-pub async fn pass(ctx: &Context, cluster: &EtcdCluster) -> Result<Action, ReconcileError> {
-    let name = cluster.name_any();
-    let namespace = cluster
+pub use fresh::cluster_resource;
+
+/// Delay before planning again when the object changed under a plan.
+const REPLAN_AFTER: Duration = Duration::from_millis(100);
+
+/// Runs one pass for the cluster `trigger` names. Only its name and
+/// namespace are used: the pass plans from a fresh read.
+pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, ReconcileError> {
+    let name = trigger.name_any();
+    let namespace = trigger
         .namespace()
         .ok_or_else(|| ObserveError::NoNamespace(name.clone()))?;
     let key = ClusterKey {
         namespace: namespace.clone(),
         name: name.clone(),
     };
+    let objects: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &namespace, &cluster_resource());
+    let Some(object) = read(&objects, &name).await? else {
+        forget(ctx, &key);
+        return Ok(Action::await_change());
+    };
+    let cluster = match fresh::decode(&object) {
+        Ok(cluster) => cluster,
+        Err(unreadable) => {
+            report_unreadable(ctx, &objects, &object, &unreadable).await;
+            return Err(ReadError::Unreadable {
+                cluster: name,
+                path: unreadable.path,
+                message: unreadable.message,
+            }
+            .into());
+        }
+    };
     if cluster.meta().deletion_timestamp.is_some() {
         // Children go with the cluster through their ownerReferences; no
         // external state needs a finalizer.
-        ctx.nodes.forget(&key);
-        ctx.metrics.forget_cluster(&namespace, &name);
+        forget(ctx, &key);
         return Ok(Action::await_change());
     }
 
-    let snapshot = observe::observe(&ctx.client, cluster, ctx.config.etcd).await?;
+    let snapshot = observe::observe(&ctx.client, &cluster, ctx.config.etcd).await?;
     ctx.nodes.set_nodes(key, snapshot.pod_node_names());
 
     let settings = plan::BuildSettings {
         operator_image: ctx.config.operator_image.clone(),
         cluster_domain: ctx.config.cluster_domain.clone(),
     };
-    let plan = plan::plan(cluster, &snapshot, &settings, Timestamp::now());
+    let plan = plan::plan(&cluster, &snapshot, &settings, Timestamp::now());
+
+    // A disruptive step is taken only if a second read agrees with the one
+    // it was planned from (observing etcd can take seconds, more when
+    // members are down, which is when such steps are planned).
+    let cluster = match &plan.step {
+        Some(step) if fresh::is_disruptive(step, &name) => {
+            let now = match read(&objects, &name).await? {
+                Some(object) => fresh::decode(&object).ok(),
+                None => None,
+            };
+            match fresh::compare(&cluster, now.as_ref()) {
+                fresh::Freshness::Unchanged => now.unwrap_or(cluster),
+                fresh::Freshness::Changed(what) => {
+                    tracing::info!(
+                        cluster = %name,
+                        %namespace,
+                        action = act::action_name(step),
+                        "{what} changed while the step was planned: planning again from the new object"
+                    );
+                    ctx.metrics.reconcile_failed("confirm", "conflict");
+                    return Ok(Action::requeue(REPLAN_AFTER));
+                }
+            }
+        }
+        _ => cluster,
+    };
+
     let reference = cluster.object_ref(&());
     for event in &plan.events {
         publish(ctx, &reference, to_kube_event(event)).await;
@@ -94,14 +155,85 @@ pub async fn pass(ctx: &Context, cluster: &EtcdCluster) -> Result<Action, Reconc
         succeeded,
     );
     let api: Api<EtcdCluster> = Api::namespaced(ctx.client.clone(), &namespace);
-    status::write(&api, cluster, &desired).await?;
+    // Written only over the status this pass read: a newer one (another
+    // writer's, or one this pass did not see) is never overwritten.
+    status::write(&api, &cluster, &desired).await?;
     ctx.metrics
-        .set_cluster(&namespace, &name, gauges(cluster, &snapshot.etcd));
+        .set_cluster(&namespace, &name, gauges(&cluster, &snapshot.etcd));
 
     if let Some((_, Err(error))) = outcome {
         return Err(error.into());
     }
     Ok(requeue(ctx, &plan))
+}
+
+/// Reads the cluster by name; `None` when it is gone.
+async fn read(
+    objects: &Api<DynamicObject>,
+    name: &str,
+) -> Result<Option<DynamicObject>, ReadError> {
+    objects
+        .get_opt(name)
+        .await
+        .map_err(|source| ReadError::Get {
+            cluster: name.to_owned(),
+            source,
+        })
+}
+
+fn forget(ctx: &Context, key: &ClusterKey) {
+    ctx.nodes.forget(key);
+    ctx.metrics.forget_cluster(&key.namespace, &key.name);
+}
+
+/// Tells about an object this operator cannot read, on that object only: a
+/// Warning Event, and where its status allows, the `Unreadable` condition.
+async fn report_unreadable(
+    ctx: &Context,
+    objects: &Api<DynamicObject>,
+    object: &DynamicObject,
+    unreadable: &fresh::Unreadable,
+) {
+    let name = object.name_any();
+    tracing::warn!(
+        cluster = %name,
+        namespace = ?object.namespace(),
+        "cannot read EtcdCluster: {unreadable}; only this cluster waits"
+    );
+    let reference = object.object_ref(&cluster_resource());
+    let event = Event {
+        type_: EventType::Warning,
+        reason: unreadable.reason().to_owned(),
+        note: Some(truncate(&format!(
+            "this operator cannot read the {} of EtcdCluster {name} at {}: {}; it takes no action on this cluster until the object changes (other clusters are not affected)",
+            unreadable.part(),
+            unreadable.path,
+            unreadable.message
+        ))),
+        action: "Read".to_owned(),
+        secondary: None,
+    };
+    publish(ctx, &reference, event).await;
+
+    let Some(conditions) = fresh::unreadable_conditions(
+        object.data.get("status"),
+        unreadable,
+        object.metadata.generation,
+        Timestamp::now(),
+    ) else {
+        return;
+    };
+    // Only the conditions, over the status that was read.
+    let patch = json!({
+        "metadata": { "resourceVersion": object.metadata.resource_version },
+        "status": { "conditions": conditions },
+    });
+    if let Err(error) = objects
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::debug!(cluster = %name, "cannot set the Unreadable condition: {error}");
+    }
 }
 
 /// After a step, observe again soon; otherwise when the planner says, but

@@ -5,6 +5,9 @@
 //! generation has finished its step without error. A failed step leaves the
 //! previous value, so clients never read "done" for a spec the operator has
 //! not acted on.
+//!
+//! The write is conditional on the resourceVersion the pass planned from, so
+//! a status planned from an older object never replaces a newer one.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Patch, PatchParams};
@@ -72,8 +75,15 @@ pub fn needs_write(current: Option<&EtcdClusterStatus>, desired: &EtcdClusterSta
     current != Some(desired)
 }
 
-/// Writes `desired` unless it equals the current status. Returns whether a
-/// write happened.
+/// Writes `desired` unless it equals the status of `cluster`, the object
+/// the pass planned from. Returns whether a write happened.
+///
+/// The write carries `cluster`'s resourceVersion as a precondition: if the
+/// object changed since it was read (a status another writer or an earlier
+/// pass wrote, a spec edit), the API server refuses it with 409 and the
+/// status, which holds the planner's memory (cluster token, restore record,
+/// `healthySince`, last operation), is not overwritten by one planned from
+/// older facts ([`StatusError::Stale`]).
 pub async fn write(
     api: &Api<EtcdCluster>,
     cluster: &EtcdCluster,
@@ -83,26 +93,49 @@ pub async fn write(
         return Ok(false);
     }
     let name = cluster.name_any();
+    let body = apply_body(cluster, desired)?;
+    match api
+        .patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Err(StatusError::Stale {
+            cluster: name,
+            resource_version: cluster.resource_version().unwrap_or_default(),
+        }),
+        Err(source) => Err(StatusError::Patch {
+            cluster: name,
+            source,
+        }),
+    }
+}
+
+/// The server-side apply body of a status write: the whole status, and the
+/// resourceVersion of the object it was planned from as a precondition
+/// (`force` settles field-manager conflicts only, never this one).
+pub fn apply_body(
+    cluster: &EtcdCluster,
+    desired: &EtcdClusterStatus,
+) -> Result<serde_json::Value, StatusError> {
+    let name = cluster.name_any();
     let status = serde_json::to_value(desired).map_err(|source| StatusError::Serialize {
         cluster: name.clone(),
         source,
     })?;
-    let body = json!({
+    let mut metadata = json!({ "name": name });
+    if let Some(version) = cluster.resource_version() {
+        metadata["resourceVersion"] = json!(version);
+    }
+    Ok(json!({
         "apiVersion": EtcdCluster::api_version(&()),
         "kind": EtcdCluster::kind(&()),
+        "metadata": metadata,
         "status": status,
-    });
-    api.patch_status(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&body),
-    )
-    .await
-    .map_err(|source| StatusError::Patch {
-        cluster: name,
-        source,
-    })?;
-    Ok(true)
+    }))
 }
 
 #[cfg(test)]
@@ -191,6 +224,24 @@ mod tests {
         assert_eq!(out.observed_generation, Some(4));
         let out = finalize(None, EtcdClusterStatus::default(), Some(1), false);
         assert_eq!(out.observed_generation, None);
+    }
+
+    #[test]
+    fn a_status_write_is_conditional_on_the_object_it_was_planned_from() {
+        let mut cluster = EtcdCluster::new(
+            "main",
+            serde_json::from_value(serde_json::json!({ "replicas": 3 })).expect("spec"),
+        );
+        cluster.metadata.resource_version = Some("41".into());
+        let desired = EtcdClusterStatus {
+            cluster_token: Some("main-abc".into()),
+            ..Default::default()
+        };
+        let body = apply_body(&cluster, &desired).expect("a body");
+        assert_eq!(body["metadata"]["resourceVersion"], "41");
+        assert_eq!(body["metadata"]["name"], "main");
+        assert_eq!(body["status"]["clusterToken"], "main-abc");
+        assert_eq!(body["kind"], "EtcdCluster");
     }
 
     #[test]
