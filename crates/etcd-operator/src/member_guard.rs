@@ -1,5 +1,6 @@
-//! `etcd-operator member-guard`: the init container that runs before etcd
-//! in every member pod and enforces durability rule 1 (identity ⇔ data).
+//! `etcd-operator member-guard`: runs before every start of etcd in every
+//! member pod (the init container, then the etcd container itself, which
+//! execs etcd through it) and enforces durability rule 1 (identity ⇔ data).
 //!
 //! Next to the data directory, in the root of the member's volume, lives a
 //! marker file (`member-identity.json`) naming the member the data belongs
@@ -13,14 +14,30 @@
 //! | present   | none               | any                 | refuse: data of unknown origin |
 //! | any       | disagrees          | any                 | refuse: foreign data       |
 //! | present   | matches            | any                 | start (marker completed)   |
-//! | empty     | matches, no data yet | new member allowed | start                     |
-//! | empty     | matches, had data  | any                 | refuse: data lost          |
+//! | empty     | matches, etcd never started | new member allowed | start             |
+//! | empty     | matches, etcd started or had data | any  | refuse: data lost          |
 //! | empty     | matches            | data expected       | refuse: data lost          |
+//!
+//! **Once etcd has started on a volume, that volume never starts etcd empty
+//! under the same identity again.** The pass that execs etcd records
+//! `has_had_data` in the marker (written and synced *before* the exec), so
+//! from etcd's very first start an empty data dir under that marker is data
+//! loss: etcd writes its WAL at once, and may vote and acknowledge writes
+//! before the operator records the member ID on the PVC.
+//!
+//! The marker lives on the volume, so a volume recreated whole (filesystem
+//! and marker gone) looks like a new one. Within a Pod a second copy covers
+//! that: the Pod-scoped marker (`--seen-marker`, in an `emptyDir` that
+//! survives container restarts) says what the guard let start in this Pod;
+//! when it says etcd ran here, a volume without its marker is refused. A
+//! *new* Pod on a volume recreated whole is only caught when the operator
+//! passes `--expect-data` (it recorded on the PVC that etcd ran there).
 //!
 //! A refusal exits with [`REFUSAL_EXIT_CODE`] and one line on stderr; the operator reads it
 //! from the pod's container status (`lastState.terminated.message` when
 //! `terminationMessagePolicy: FallbackToLogsOnError`) and replaces the
-//! member instead of starting etcd on the wrong data.
+//! member instead of starting etcd on the wrong data. Every refusal for
+//! missing data says "data is lost".
 
 use std::fs;
 use std::io::Write;
@@ -112,8 +129,9 @@ pub struct MemberMarker {
     pub cluster_id: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "hex_id")]
     pub member_id: Option<u64>,
-    /// Set once the guard has seen etcd's data under this marker: from then
-    /// on an empty data directory means the data was lost.
+    /// Set before the guard first lets etcd start under this marker (and
+    /// whenever it sees etcd's data): from then on an empty data directory
+    /// means the data was lost.
     #[serde(default)]
     pub has_had_data: bool,
 }
@@ -136,6 +154,16 @@ pub struct VolumeState {
     pub data_present: bool,
 }
 
+/// Which pass of the guard this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardPass {
+    /// Only check the volume (the init container): etcd does not start yet.
+    Check,
+    /// etcd is exec'd right after this pass: the marker written first says
+    /// that etcd ran on this volume.
+    StartEtcd,
+}
+
 /// The guard's verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GuardDecision {
@@ -154,9 +182,13 @@ pub enum Refusal {
     )]
     DataLostNoMarker { member_name: String },
     #[error(
-        "data dir is empty but the marker says member {member_name} had data here: its data is lost, replace the member"
+        "data dir is empty but the marker says etcd ran here as member {member_name}: its data is lost, replace the member"
     )]
     DataLost { member_name: String },
+    #[error(
+        "data dir and identity marker are gone, but etcd ran on this volume as member {member_name} in this pod: its data is lost, replace the member"
+    )]
+    VolumeWipedUnderPod { member_name: String },
     #[error(
         "data dir holds data without an identity marker: cannot prove it belongs to member {member_name}, refusing to start"
     )]
@@ -181,8 +213,9 @@ pub enum Refusal {
 }
 
 /// The pure decision of the guard. See the module table.
-pub fn decide(expected: &ExpectedIdentity, volume: &VolumeState) -> GuardDecision {
+pub fn decide(expected: &ExpectedIdentity, volume: &VolumeState, pass: GuardPass) -> GuardDecision {
     let member_name = expected.member_name.clone();
+    let starts_etcd = pass == GuardPass::StartEtcd;
     let Some(marker) = &volume.marker else {
         return match (volume.data_present, expected.expect_data) {
             (true, _) => GuardDecision::Refuse(Refusal::DataWithoutMarker { member_name }),
@@ -193,7 +226,7 @@ pub fn decide(expected: &ExpectedIdentity, volume: &VolumeState) -> GuardDecisio
                     member_name,
                     cluster_id: expected.cluster_id,
                     member_id: expected.member_id,
-                    has_had_data: false,
+                    has_had_data: starts_etcd,
                 }),
             },
         };
@@ -207,11 +240,12 @@ pub fn decide(expected: &ExpectedIdentity, volume: &VolumeState) -> GuardDecisio
         return GuardDecision::Refuse(Refusal::DataLost { member_name });
     }
 
-    // Matching marker: complete it with what is known now.
+    // Matching marker: complete it with what is known now, and with the
+    // start of etcd that follows this pass.
     let completed = MemberMarker {
         cluster_id: marker.cluster_id.or(expected.cluster_id),
         member_id: marker.member_id.or(expected.member_id),
-        has_had_data: marker.has_had_data || volume.data_present,
+        has_had_data: marker.has_had_data || volume.data_present || starts_etcd,
         ..marker.clone()
     };
     GuardDecision::Start {
@@ -283,6 +317,27 @@ impl MemberGuardError {
 /// `Ok(())` means etcd may start; the caller prints the error and exits
 /// non-zero otherwise.
 pub fn run(args: MemberGuardArgs) -> Result<(), MemberGuardError> {
+    check_volume(&args)?;
+    if let Some(target) = &args.install_to {
+        install_self(target)?;
+    }
+    if let Some((program, rest)) = args.exec.split_first() {
+        use std::os::unix::process::CommandExt;
+        let error = std::process::Command::new(program).args(rest).exec();
+        return Err(MemberGuardError::Io {
+            action: "executing",
+            path: PathBuf::from(program),
+            source: error,
+        });
+    }
+    Ok(())
+}
+
+/// The guard's pass without its side jobs (install, exec): read the volume
+/// and the Pod-scoped marker, decide, and write both markers (synced) when
+/// the decision is to start. With a command to exec, this pass records that
+/// etcd ran on the volume before returning.
+pub fn check_volume(args: &MemberGuardArgs) -> Result<(), MemberGuardError> {
     let marker_path = match &args.marker_file {
         Some(path) => path.clone(),
         None => default_marker_path(&args.data_dir)?,
@@ -308,13 +363,22 @@ pub fn run(args: MemberGuardArgs) -> Result<(), MemberGuardError> {
         None => None,
     };
     let expected = ExpectedIdentity {
-        cluster_token: args.cluster_token,
-        member_name: args.member_name,
+        cluster_token: args.cluster_token.clone(),
+        member_name: args.member_name.clone(),
         cluster_id: args.cluster_id,
         member_id: args.member_id,
         expect_data: args.expect_data,
     };
-    let passed = match decide_in_pod(&expected, seen.as_ref(), &volume) {
+    let pass = if args.exec.is_empty() {
+        GuardPass::Check
+    } else {
+        GuardPass::StartEtcd
+    };
+    // A command that cannot run must not be recorded as a start of etcd.
+    if let Some(program) = args.exec.first() {
+        ensure_executable(Path::new(program))?;
+    }
+    let passed = match decide_in_pod(&expected, seen.as_ref(), &volume, pass) {
         GuardDecision::Refuse(refusal) => return Err(refusal.into()),
         GuardDecision::Start { write_marker } => {
             if let Some(marker) = &write_marker {
@@ -326,51 +390,65 @@ pub fn run(args: MemberGuardArgs) -> Result<(), MemberGuardError> {
     if let (Some(path), Some(marker)) = (&args.seen_marker, &passed) {
         write_marker_file(path, marker)?;
     }
-    if let Some(target) = &args.install_to {
-        install_self(target)?;
-    }
-    if let Some((program, rest)) = args.exec.split_first() {
-        use std::os::unix::process::CommandExt;
-        let error = std::process::Command::new(program).args(rest).exec();
-        return Err(MemberGuardError::Io {
-            action: "executing",
-            path: PathBuf::from(program),
-            source: error,
-        });
-    }
     Ok(())
 }
 
 /// The decision at a start of a container of a Pod whose earlier container
-/// saw `seen` on the volume: the volume's marker must still be there (it
-/// only vanishes with the volume's content), with the IDs seen then, and
-/// data once the marker said it had some.
+/// saw `seen` on the volume. Once the guard let etcd start in this Pod (or
+/// saw data), the volume's marker must still be there (it only vanishes
+/// with the volume's content), with the IDs seen then, and data. A Pod-scoped
+/// marker that says etcd never started proves nothing more than the volume.
 pub fn decide_in_pod(
     expected: &ExpectedIdentity,
     seen: Option<&MemberMarker>,
     volume: &VolumeState,
+    pass: GuardPass,
 ) -> GuardDecision {
     let Some(seen) = seen else {
-        return decide(expected, volume);
+        return decide(expected, volume, pass);
     };
     let member_name = expected.member_name.clone();
-    if volume.marker.is_none() {
+    let etcd_ran_here = seen.has_had_data || expected.expect_data;
+    if volume.marker.is_none() && etcd_ran_here {
         return GuardDecision::Refuse(if volume.data_present {
             Refusal::DataWithoutMarker { member_name }
         } else {
-            Refusal::DataLostNoMarker { member_name }
+            Refusal::VolumeWipedUnderPod { member_name }
         });
     }
     let sharpened = ExpectedIdentity {
         cluster_id: expected.cluster_id.or(seen.cluster_id),
         member_id: expected.member_id.or(seen.member_id),
-        expect_data: expected.expect_data || seen.has_had_data,
+        expect_data: etcd_ran_here,
         ..expected.clone()
     };
-    decide(&sharpened, volume)
+    decide(&sharpened, volume, pass)
 }
 
-/// Copies the running executable to `target` (temporary file, then rename).
+/// Fails unless `program` is a file with an execute bit, so that the marker
+/// never says etcd started when the exec was bound to fail. A bare name is
+/// looked up in `PATH` by the exec and not checked here.
+fn ensure_executable(program: &Path) -> Result<(), MemberGuardError> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.components().count() < 2 {
+        return Ok(());
+    }
+    let metadata = fs::metadata(program).map_err(|source| MemberGuardError::Io {
+        action: "finding",
+        path: program.to_path_buf(),
+        source,
+    })?;
+    if metadata.is_file() && metadata.permissions().mode() & 0o111 != 0 {
+        Ok(())
+    } else {
+        Err(MemberGuardError::Io {
+            action: "executing",
+            path: program.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        })
+    }
+}
+
 /// Copies the running binary to `target` (mode 0555), atomically, so that a
 /// container of another image can run it from a shared `emptyDir`.
 pub fn install_self(target: &Path) -> Result<(), MemberGuardError> {
@@ -492,6 +570,7 @@ mod hex_id {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use GuardPass::{Check, StartEtcd};
 
     fn expected(expect_data: bool) -> ExpectedIdentity {
         ExpectedIdentity {
@@ -520,53 +599,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_marker_seen_by_the_pod_must_still_be_on_the_volume() {
-        // The guard of this Pod saw the marker before etcd first started
-        // (no data yet, member ID not recorded): the volume is wiped while
-        // etcd runs, and the next start of etcd is refused.
-        let seen = MemberMarker {
-            member_id: None,
-            ..marker(false)
-        };
-        let without_id = ExpectedIdentity {
-            member_id: None,
-            ..expected(false)
-        };
-        assert!(matches!(
-            decide_in_pod(&without_id, Some(&seen), &volume(None, false)),
-            GuardDecision::Refuse(Refusal::DataLostNoMarker { .. })
-        ));
-        assert!(matches!(
-            decide_in_pod(&without_id, Some(&seen), &volume(None, true)),
-            GuardDecision::Refuse(Refusal::DataWithoutMarker { .. })
-        ));
-        // The first start of etcd after the init container: no data yet.
-        assert!(matches!(
-            decide_in_pod(&without_id, Some(&seen), &volume(Some(seen.clone()), false)),
-            GuardDecision::Start { .. }
-        ));
-        // A restart on an intact volume passes; one emptied under its
-        // marker does not.
-        let had = marker(true);
-        assert!(matches!(
-            decide_in_pod(&without_id, Some(&had), &volume(Some(had.clone()), true)),
-            GuardDecision::Start { .. }
-        ));
-        assert!(matches!(
-            decide_in_pod(&without_id, Some(&had), &volume(Some(had.clone()), false)),
-            GuardDecision::Refuse(Refusal::DataLost { .. })
-        ));
-        // Without a Pod-scoped copy (a new Pod), the plain rule applies.
-        assert_eq!(
-            decide_in_pod(&without_id, None, &volume(None, false)),
-            decide(&without_id, &volume(None, false))
-        );
+    fn refused(decision: &GuardDecision) -> Option<&Refusal> {
+        match decision {
+            GuardDecision::Refuse(refusal) => Some(refusal),
+            GuardDecision::Start { .. } => None,
+        }
     }
 
     #[test]
     fn empty_volume_for_a_new_member_writes_the_marker_and_starts() {
-        let decision = decide(&expected(false), &volume(None, false));
+        let decision = decide(&expected(false), &volume(None, false), Check);
         assert_eq!(
             decision,
             GuardDecision::Start {
@@ -576,35 +618,56 @@ mod tests {
     }
 
     #[test]
+    fn the_start_of_etcd_is_recorded_in_the_marker_before_etcd_runs() {
+        // The pass that execs etcd writes a marker saying etcd ran here,
+        // whether the volume had no marker yet or one from the init pass.
+        for on_volume in [None, Some(marker(false))] {
+            let decision = decide(&expected(false), &volume(on_volume, false), StartEtcd);
+            assert_eq!(
+                decision,
+                GuardDecision::Start {
+                    write_marker: Some(marker(true))
+                }
+            );
+        }
+    }
+
+    #[test]
     fn empty_volume_when_data_is_expected_is_data_loss() {
-        let decision = decide(&expected(true), &volume(None, false));
-        assert!(matches!(
-            decision,
-            GuardDecision::Refuse(Refusal::DataLostNoMarker { .. })
-        ));
+        for pass in [Check, StartEtcd] {
+            let decision = decide(&expected(true), &volume(None, false), pass);
+            assert!(matches!(
+                refused(&decision),
+                Some(Refusal::DataLostNoMarker { .. })
+            ));
+        }
     }
 
     #[test]
     fn data_without_marker_is_refused_even_for_a_new_member() {
         for expect_data in [false, true] {
-            let decision = decide(&expected(expect_data), &volume(None, true));
+            let decision = decide(&expected(expect_data), &volume(None, true), StartEtcd);
             assert!(matches!(
-                decision,
-                GuardDecision::Refuse(Refusal::DataWithoutMarker { .. })
+                refused(&decision),
+                Some(Refusal::DataWithoutMarker { .. })
             ));
         }
     }
 
     #[test]
     fn matching_marker_with_data_starts_and_records_that_data_was_seen() {
-        let decision = decide(&expected(true), &volume(Some(marker(false)), true));
+        let decision = decide(&expected(true), &volume(Some(marker(false)), true), Check);
         assert_eq!(
             decision,
             GuardDecision::Start {
                 write_marker: Some(marker(true))
             }
         );
-        let decision = decide(&expected(true), &volume(Some(marker(true)), true));
+        let decision = decide(
+            &expected(true),
+            &volume(Some(marker(true)), true),
+            StartEtcd,
+        );
         assert_eq!(decision, GuardDecision::Start { write_marker: None });
     }
 
@@ -614,7 +677,7 @@ mod tests {
         old.member_id = None;
         let mut wanted = expected(true);
         wanted.cluster_id = Some(0x77);
-        let decision = decide(&wanted, &volume(Some(old), true));
+        let decision = decide(&wanted, &volume(Some(old), true), StartEtcd);
         let mut learnt = marker(true);
         learnt.cluster_id = Some(0x77);
         assert_eq!(
@@ -626,23 +689,31 @@ mod tests {
     }
 
     #[test]
-    fn new_member_whose_first_start_wrote_no_data_may_start_again() {
-        let decision = decide(&expected(false), &volume(Some(marker(false)), false));
+    fn a_checked_volume_on_which_etcd_never_started_may_start_empty() {
+        // The init container wrote the marker; etcd has not run yet.
+        let decision = decide(&expected(false), &volume(Some(marker(false)), false), Check);
         assert_eq!(decision, GuardDecision::Start { write_marker: None });
+        let decision = decide(
+            &expected(false),
+            &volume(Some(marker(false)), false),
+            StartEtcd,
+        );
+        assert_eq!(
+            decision,
+            GuardDecision::Start {
+                write_marker: Some(marker(true))
+            }
+        );
     }
 
     #[test]
-    fn marker_without_data_is_data_loss_once_data_was_seen_or_expected() {
-        let decision = decide(&expected(false), &volume(Some(marker(true)), false));
-        assert!(matches!(
-            decision,
-            GuardDecision::Refuse(Refusal::DataLost { .. })
-        ));
-        let decision = decide(&expected(true), &volume(Some(marker(false)), false));
-        assert!(matches!(
-            decision,
-            GuardDecision::Refuse(Refusal::DataLost { .. })
-        ));
+    fn marker_without_data_is_data_loss_once_etcd_ran_or_data_is_expected() {
+        for pass in [Check, StartEtcd] {
+            let decision = decide(&expected(false), &volume(Some(marker(true)), false), pass);
+            assert!(matches!(refused(&decision), Some(Refusal::DataLost { .. })));
+            let decision = decide(&expected(true), &volume(Some(marker(false)), false), pass);
+            assert!(matches!(refused(&decision), Some(Refusal::DataLost { .. })));
+        }
     }
 
     #[test]
@@ -666,7 +737,11 @@ mod tests {
             let mut wanted = expected(false);
             wanted.cluster_id = Some(0x2);
             for data_present in [false, true] {
-                let decision = decide(&wanted, &volume(Some(foreign.clone()), data_present));
+                let decision = decide(
+                    &wanted,
+                    &volume(Some(foreign.clone()), data_present),
+                    StartEtcd,
+                );
                 match decision {
                     GuardDecision::Refuse(Refusal::MarkerMismatch { field: f, .. }) => {
                         assert_eq!(f, field)
@@ -683,33 +758,335 @@ mod tests {
         old.member_id = None;
         let mut wanted = expected(true);
         wanted.member_id = None;
-        let decision = decide(&wanted, &volume(Some(old), true));
+        let decision = decide(&wanted, &volume(Some(old), true), StartEtcd);
         assert_eq!(decision, GuardDecision::Start { write_marker: None });
     }
 
     #[test]
-    fn refusal_messages_are_one_line() {
-        let refusals = [
+    fn in_a_pod_where_etcd_ran_a_volume_without_its_marker_is_refused() {
+        // The Pod-scoped marker says the guard let etcd start in this Pod;
+        // the member ID is not recorded yet (a bootstrap member).
+        let ran = MemberMarker {
+            member_id: None,
+            ..marker(true)
+        };
+        let bootstrap = ExpectedIdentity {
+            member_id: None,
+            ..expected(false)
+        };
+        for pass in [Check, StartEtcd] {
+            let wiped = decide_in_pod(&bootstrap, Some(&ran), &volume(None, false), pass);
+            assert!(matches!(
+                refused(&wiped),
+                Some(Refusal::VolumeWipedUnderPod { .. })
+            ));
+            let replaced = decide_in_pod(&bootstrap, Some(&ran), &volume(None, true), pass);
+            assert!(matches!(
+                refused(&replaced),
+                Some(Refusal::DataWithoutMarker { .. })
+            ));
+            // The data dir alone wiped, the marker kept.
+            let emptied = decide_in_pod(
+                &bootstrap,
+                Some(&ran),
+                &volume(Some(ran.clone()), false),
+                pass,
+            );
+            assert!(matches!(refused(&emptied), Some(Refusal::DataLost { .. })));
+            // An intact volume restarts.
+            let intact = decide_in_pod(
+                &bootstrap,
+                Some(&ran),
+                &volume(Some(ran.clone()), true),
+                pass,
+            );
+            assert!(refused(&intact).is_none(), "{intact:?}");
+        }
+    }
+
+    #[test]
+    fn the_pod_scoped_marker_lends_its_ids_to_the_check() {
+        // Seen with a member ID, the volume's marker now names another one.
+        let ran = marker(true);
+        let bootstrap = ExpectedIdentity {
+            member_id: None,
+            ..expected(false)
+        };
+        let other = MemberMarker {
+            member_id: Some(0xdef),
+            ..marker(true)
+        };
+        let decision = decide_in_pod(&bootstrap, Some(&ran), &volume(Some(other), true), Check);
+        assert!(matches!(
+            refused(&decision),
+            Some(Refusal::MarkerMismatch {
+                field: "member id",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_pod_scoped_marker_from_before_etcd_started_proves_no_loss() {
+        // The init container checked the volume, etcd never started in this
+        // Pod, and the volume was recreated in between: nothing ran on it.
+        let checked = marker(false);
+        let decision = decide_in_pod(
+            &expected(false),
+            Some(&checked),
+            &volume(None, false),
+            Check,
+        );
+        assert_eq!(
+            decision,
+            GuardDecision::Start {
+                write_marker: Some(marker(false))
+            }
+        );
+        // Without a Pod-scoped copy (a new Pod), the plain rule applies.
+        assert_eq!(
+            decide_in_pod(&expected(false), None, &volume(None, false), StartEtcd),
+            decide(&expected(false), &volume(None, false), StartEtcd)
+        );
+    }
+
+    #[test]
+    fn refusals_are_one_line_and_missing_data_says_data_is_lost() {
+        let member_name = || "m".to_string();
+        // `reconcile::facts::classify_refusal` reads "data is lost" as the
+        // member's data being gone (the member is replaced).
+        let data_lost = [
             Refusal::DataLostNoMarker {
-                member_name: "m".into(),
+                member_name: member_name(),
             },
             Refusal::DataLost {
-                member_name: "m".into(),
+                member_name: member_name(),
             },
+            Refusal::VolumeWipedUnderPod {
+                member_name: member_name(),
+            },
+        ];
+        let others = [
             Refusal::DataWithoutMarker {
-                member_name: "m".into(),
+                member_name: member_name(),
             },
             Refusal::MarkerMismatch {
-                member_name: "m".into(),
+                member_name: member_name(),
                 field: "member id",
                 found: "1".into(),
                 expected: "2".into(),
             },
         ];
-        for refusal in refusals {
+        for refusal in data_lost {
             let line = MemberGuardError::from(refusal).to_string();
+            assert!(line.starts_with(REFUSAL_PREFIX), "{line}");
+            assert!(line.contains("data is lost"), "{line}");
             assert!(!line.contains('\n'), "{line}");
         }
+        for refusal in others {
+            let line = MemberGuardError::from(refusal).to_string();
+            assert!(!line.contains("data is lost"), "{line}");
+            assert!(!line.contains('\n'), "{line}");
+        }
+    }
+
+    /// A member's volume and the `emptyDir` of its Pod, as real directories.
+    struct MemberDirs {
+        volume: tempfile::TempDir,
+        pod: tempfile::TempDir,
+    }
+
+    impl MemberDirs {
+        fn new() -> std::io::Result<Self> {
+            Ok(Self {
+                volume: tempfile::tempdir()?,
+                pod: tempfile::tempdir()?,
+            })
+        }
+
+        /// The arguments of the guard in this Pod: the init container's
+        /// pass, or with `starts_etcd` the etcd container's (which execs
+        /// etcd after the pass; here a real executable that is not run).
+        fn args(&self, starts_etcd: bool, expect_data: bool) -> MemberGuardArgs {
+            MemberGuardArgs {
+                data_dir: self.volume.path().join("data"),
+                marker_file: None,
+                cluster_token: "prod-a-1".into(),
+                member_name: "prod-a-0".into(),
+                cluster_id: None,
+                member_id: None,
+                expect_data,
+                seen_marker: Some(self.pod.path().join("seen-member-identity.json")),
+                install_to: None,
+                exec: if starts_etcd {
+                    vec!["/bin/sh".into(), "-c".into(), "exit 0".into()]
+                } else {
+                    Vec::new()
+                },
+            }
+        }
+
+        /// The Pod starts: init container, then the etcd container.
+        fn start_pod(&self) -> Result<(), MemberGuardError> {
+            check_volume(&self.args(false, false))?;
+            self.restart_etcd()
+        }
+
+        /// The etcd container (re)starts in the same Pod.
+        fn restart_etcd(&self) -> Result<(), MemberGuardError> {
+            check_volume(&self.args(true, false))
+        }
+
+        /// The Pod is deleted and a new one created on the same volume.
+        fn new_pod(&mut self) -> std::io::Result<()> {
+            self.pod = tempfile::tempdir()?;
+            Ok(())
+        }
+
+        /// etcd writes its data, as its first start does at once.
+        fn etcd_writes_data(&self) -> std::io::Result<()> {
+            let wal = self.volume.path().join("data/member/wal");
+            fs::create_dir_all(&wal)?;
+            fs::write(wal.join("0000000000000000-0000000000000000.wal"), b"raft")
+        }
+
+        fn wipe_data_dir(&self) -> std::io::Result<()> {
+            fs::remove_dir_all(self.volume.path().join("data"))
+        }
+
+        /// The whole filesystem of the volume recreated: marker and data gone.
+        fn wipe_volume(&self) -> std::io::Result<()> {
+            for entry in fs::read_dir(self.volume.path())? {
+                let path = entry?.path();
+                if path.is_dir() {
+                    fs::remove_dir_all(path)?;
+                } else {
+                    fs::remove_file(path)?;
+                }
+            }
+            Ok(())
+        }
+
+        fn volume_marker(&self) -> Result<Option<MemberMarker>, MemberGuardError> {
+            read_marker(&self.volume.path().join(MARKER_FILE_NAME))
+        }
+    }
+
+    fn expect_data_loss(outcome: Result<(), MemberGuardError>) -> Result<(), String> {
+        match outcome {
+            Ok(()) => Err("etcd would start on an empty volume under its old identity".into()),
+            Err(error) if error.is_refusal() && error.to_string().contains("data is lost") => {
+                Ok(())
+            }
+            Err(error) => Err(format!("not a data-loss refusal: {error}")),
+        }
+    }
+
+    #[test]
+    fn the_marker_says_etcd_ran_before_etcd_is_started() -> Result<(), Box<dyn std::error::Error>> {
+        let dirs = MemberDirs::new()?;
+        check_volume(&dirs.args(false, false))?;
+        assert!(dirs.volume_marker()?.is_some_and(|m| !m.has_had_data));
+        dirs.restart_etcd()?;
+        assert!(dirs.volume_marker()?.is_some_and(|m| m.has_had_data));
+        let seen = read_marker(&dirs.pod.path().join("seen-member-identity.json"))?;
+        assert!(seen.is_some_and(|m| m.has_had_data));
+        Ok(())
+    }
+
+    #[test]
+    fn started_once_then_everything_wiped_then_the_container_restarts_is_refused()
+    -> Result<(), Box<dyn std::error::Error>> {
+        // Before etcd wrote anything, and after it did.
+        for writes_data in [false, true] {
+            let dirs = MemberDirs::new()?;
+            dirs.start_pod()?;
+            if writes_data {
+                dirs.etcd_writes_data()?;
+            }
+            dirs.wipe_volume()?;
+            expect_data_loss(dirs.restart_etcd())?;
+            // A restart of the whole Pod sandbox runs the init container
+            // again: refused there as well, and the volume stays unmarked.
+            expect_data_loss(check_volume(&dirs.args(false, false)))?;
+            assert_eq!(dirs.volume_marker()?, None);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn started_once_then_the_data_dir_wiped_with_the_marker_kept_is_refused()
+    -> Result<(), Box<dyn std::error::Error>> {
+        for writes_data in [false, true] {
+            let mut dirs = MemberDirs::new()?;
+            dirs.start_pod()?;
+            if writes_data {
+                dirs.etcd_writes_data()?;
+            }
+            if dirs.volume.path().join("data").exists() {
+                dirs.wipe_data_dir()?;
+            }
+            expect_data_loss(dirs.restart_etcd())?;
+            // A new Pod (no Pod-scoped marker, nothing on the PVC) too: the
+            // volume's own marker says etcd ran here.
+            dirs.new_pod()?;
+            expect_data_loss(dirs.start_pod())?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn restarts_on_an_intact_volume_pass() -> Result<(), Box<dyn std::error::Error>> {
+        let mut dirs = MemberDirs::new()?;
+        dirs.start_pod()?;
+        dirs.etcd_writes_data()?;
+        dirs.restart_etcd()?;
+        dirs.restart_etcd()?;
+        dirs.new_pod()?;
+        dirs.start_pod()?;
+        // The operator has recorded the member on the PVC by now.
+        check_volume(&dirs.args(true, true))?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_volume_recreated_before_etcd_first_started_starts_as_new()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dirs = MemberDirs::new()?;
+        check_volume(&dirs.args(false, false))?;
+        dirs.wipe_volume()?;
+        dirs.restart_etcd()?;
+        assert!(dirs.volume_marker()?.is_some_and(|m| m.has_had_data));
+        Ok(())
+    }
+
+    #[test]
+    fn a_new_pod_on_a_volume_recreated_whole_needs_the_operators_record()
+    -> Result<(), Box<dyn std::error::Error>> {
+        // The limit of what the volume and the Pod can prove: with both
+        // markers gone, only `--expect-data` (the operator's record on the
+        // PVC that etcd ran there) tells a wiped volume from a new one.
+        let mut dirs = MemberDirs::new()?;
+        dirs.start_pod()?;
+        dirs.etcd_writes_data()?;
+        dirs.wipe_volume()?;
+        dirs.new_pod()?;
+        expect_data_loss(check_volume(&dirs.args(true, true)))?;
+        check_volume(&dirs.args(true, false))?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_command_that_cannot_run_is_not_recorded_as_a_start_of_etcd()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dirs = MemberDirs::new()?;
+        let mut args = dirs.args(true, false);
+        args.exec = vec![dirs.pod.path().join("no-etcd").display().to_string()];
+        let error = check_volume(&args).err().ok_or("a missing etcd accepted")?;
+        assert!(!error.is_refusal(), "{error}");
+        assert_eq!(dirs.volume_marker()?, None);
+        dirs.restart_etcd()?;
+        Ok(())
     }
 
     fn args(dir: &Path, expect_data: bool) -> MemberGuardArgs {
