@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
-    Probe, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
-    VolumeResourceRequirements,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod,
+    PodSecurityContext, PodSpec, Probe, SeccompProfile, SecurityContext, Service, ServicePort,
+    ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -18,13 +18,13 @@ use super::names::{
     CLIENT_PORT, METRICS_PORT, MemberAddressing, PEER_PORT, client_service_name, member_name,
     pdb_name, peer_service_name, pvc_name,
 };
-use super::scheduling;
+use super::scheduling::{self, PlacementFacts};
 use crate::api::identity::{
     APP_NAME, CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, INSTANCE_LABEL,
     MANAGED_BY_LABEL, MANAGER, MEMBER_ID_ANNOTATION, MemberIdentity, NAME_LABEL, ORDINAL_LABEL,
     format_id,
 };
-use crate::api::{EtcdCluster, version};
+use crate::api::{EtcdCluster, MemberPodTemplate, version};
 use crate::planner::{Bootstrap, quorum};
 
 /// Where the member's volume is mounted.
@@ -222,9 +222,14 @@ fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
 }
 
 /// The command line of the `member-guard` init container: the identity the
-/// data dir must carry. Once the member ID is recorded on the PVC the member
-/// has run there, so an empty data dir means its data is lost.
-pub fn guard_args(member: &str, identity: &MemberIdentity) -> Vec<String> {
+/// data dir must carry. Once the member ID is recorded on the PVC, or the
+/// operator knows etcd ran on the volume (`etcd_ran_on_volume`), an empty
+/// data dir means its data is lost (`--expect-data`).
+pub fn guard_args(
+    member: &str,
+    identity: &MemberIdentity,
+    etcd_ran_on_volume: bool,
+) -> Vec<String> {
     let mut args = vec![
         "member-guard".to_string(),
         format!("--data-dir={DATA_DIR}"),
@@ -236,17 +241,99 @@ pub fn guard_args(member: &str, identity: &MemberIdentity) -> Vec<String> {
     }
     if let Some(id) = identity.member_id {
         args.push(format!("--member-id={}", format_id(id)));
+    }
+    if identity.member_id.is_some() || etcd_ran_on_volume {
         args.push("--expect-data".to_string());
     }
     args.push(format!("--seen-marker={SEEN_MARKER}"));
     args
 }
 
-/// The member Pod of an ordinal: `<cluster>-<ordinal>` on its PVC, with the
-/// `member-guard` init container checking the data dir's identity first.
-///
-/// Liveness is etcd's `/livez` (never needs quorum, rule 9); readiness is
-/// `/readyz` (the member's own health).
+/// The pod-level security context of the operator's Pods: the template's
+/// fields merged over the defaults, field by field (a field the user sets
+/// wins; every other keeps its default). The defaults pass the `restricted`
+/// Pod Security Standard together with [`container_security_context`].
+pub fn pod_security_context(template: &MemberPodTemplate) -> PodSecurityContext {
+    let defaults = PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(ETCD_USER),
+        run_as_group: Some(ETCD_USER),
+        fs_group: Some(ETCD_USER),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".to_string(),
+            ..SeccompProfile::default()
+        }),
+        ..PodSecurityContext::default()
+    };
+    let Some(user) = template.security_context.clone() else {
+        return defaults;
+    };
+    // Every field named, so that a field added to the type is a compile
+    // error here rather than silently dropped or kept.
+    let PodSecurityContext {
+        app_armor_profile,
+        fs_group,
+        fs_group_change_policy,
+        run_as_group,
+        run_as_non_root,
+        run_as_user,
+        se_linux_change_policy,
+        se_linux_options,
+        seccomp_profile,
+        supplemental_groups,
+        supplemental_groups_policy,
+        sysctls,
+        windows_options,
+    } = user;
+    PodSecurityContext {
+        app_armor_profile: app_armor_profile.or(defaults.app_armor_profile),
+        fs_group: fs_group.or(defaults.fs_group),
+        fs_group_change_policy: fs_group_change_policy.or(defaults.fs_group_change_policy),
+        run_as_group: run_as_group.or(defaults.run_as_group),
+        run_as_non_root: run_as_non_root.or(defaults.run_as_non_root),
+        run_as_user: run_as_user.or(defaults.run_as_user),
+        se_linux_change_policy: se_linux_change_policy.or(defaults.se_linux_change_policy),
+        se_linux_options: se_linux_options.or(defaults.se_linux_options),
+        seccomp_profile: seccomp_profile.or(defaults.seccomp_profile),
+        supplemental_groups: supplemental_groups.or(defaults.supplemental_groups),
+        supplemental_groups_policy: supplemental_groups_policy
+            .or(defaults.supplemental_groups_policy),
+        sysctls: sysctls.or(defaults.sysctls),
+        windows_options: windows_options.or(defaults.windows_options),
+    }
+}
+
+/// The security context of every container of a member Pod. It holds only
+/// what the pod level cannot say (no privilege escalation, no capability,
+/// a read-only root), so that the pod-level fields, the user's included,
+/// are never shadowed by a container-level default.
+pub fn container_security_context() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_string()]),
+            ..Capabilities::default()
+        }),
+        ..SecurityContext::default()
+    }
+}
+
+/// What the member Pod builder is told about the cluster beyond the spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemberPodFacts {
+    /// Where volumes keep their data and how many zones there are: the
+    /// spreading of members (see `scheduling`).
+    pub placement: PlacementFacts,
+    /// The operator has seen etcd run on this member's volume (recorded on
+    /// the PVC), even if it has not recorded the member ID yet: the guard
+    /// then refuses an empty volume (`--expect-data`).
+    pub etcd_ran_on_volume: bool,
+}
+
+/// The member Pod of an ordinal with nothing known beyond the spec: volume
+/// locality unknown (members never share a node under `Auto`), zones
+/// unknown (preferred). See [`member_pod_with`].
 pub fn member_pod(
     cluster: &EtcdCluster,
     addressing: &MemberAddressing,
@@ -254,6 +341,31 @@ pub fn member_pod(
     ordinal: u32,
     bootstrap: &Bootstrap,
     identity: &MemberIdentity,
+) -> Pod {
+    member_pod_with(
+        cluster,
+        addressing,
+        operator_image,
+        ordinal,
+        bootstrap,
+        identity,
+        &MemberPodFacts::default(),
+    )
+}
+
+/// The member Pod of an ordinal: `<cluster>-<ordinal>` on its PVC, with the
+/// `member-guard` init container checking the data dir's identity first.
+///
+/// Liveness is etcd's `/livez` (never needs quorum, rule 9); readiness is
+/// `/readyz` (the member's own health).
+pub fn member_pod_with(
+    cluster: &EtcdCluster,
+    addressing: &MemberAddressing,
+    operator_image: &str,
+    ordinal: u32,
+    bootstrap: &Bootstrap,
+    identity: &MemberIdentity,
+    facts: &MemberPodFacts,
 ) -> Pod {
     let name = cluster.name_any();
     let template = &cluster.spec.pod;
@@ -269,18 +381,17 @@ pub fn member_pod(
         mount_path: DATA_MOUNT.to_string(),
         ..VolumeMount::default()
     };
-    let container_security = SecurityContext {
-        allow_privilege_escalation: Some(false),
-        run_as_non_root: Some(true),
-        read_only_root_filesystem: Some(true),
-        ..SecurityContext::default()
-    };
+    let container_security = container_security_context();
     let guard_mount = VolumeMount {
         name: "guard".to_string(),
         mount_path: GUARD_DIR.to_string(),
         ..VolumeMount::default()
     };
-    let member_guard_args = guard_args(&member_name(&name, ordinal), identity);
+    let member_guard_args = guard_args(
+        &member_name(&name, ordinal),
+        identity,
+        facts.etcd_ran_on_volume,
+    );
     let mut init_args = member_guard_args.clone();
     init_args.push(format!("--install-to={GUARD_BINARY}"));
     // etcd starts through the guard installed by the init container, so
@@ -332,16 +443,8 @@ pub fn member_pod(
         security_context: Some(container_security),
         ..Container::default()
     };
-    let security_context = template
-        .security_context
-        .clone()
-        .unwrap_or(PodSecurityContext {
-            run_as_non_root: Some(true),
-            run_as_user: Some(ETCD_USER),
-            run_as_group: Some(ETCD_USER),
-            fs_group: Some(ETCD_USER),
-            ..PodSecurityContext::default()
-        });
+    let replicas = u32::try_from(cluster.spec.replicas).unwrap_or(0);
+    let spreading = scheduling::spreading(template, replicas, &facts.placement);
     Pod {
         metadata,
         spec: Some(PodSpec {
@@ -365,12 +468,14 @@ pub fn member_pod(
                     ..Volume::default()
                 },
             ]),
-            security_context: Some(security_context),
+            security_context: Some(pod_security_context(template)),
             node_selector: (!template.node_selector.is_empty())
                 .then(|| template.node_selector.clone()),
-            affinity: Some(scheduling::affinity(&name, template)),
+            affinity: Some(scheduling::affinity(&name, template, spreading)),
             tolerations: (!template.tolerations.is_empty()).then(|| template.tolerations.clone()),
-            topology_spread_constraints: Some(scheduling::topology_spread(&name, template)),
+            topology_spread_constraints: Some(scheduling::topology_spread(
+                &name, template, spreading,
+            )),
             priority_class_name: template.priority_class_name.clone(),
             termination_grace_period_seconds: Some(30),
             ..PodSpec::default()

@@ -139,7 +139,7 @@ fn guard_arguments_are_understood_by_the_guard() {
         MemberGuard(crate::member_guard::MemberGuardArgs),
     }
     let parse = |identity: &MemberIdentity| {
-        let args = guard_args("demo-2", identity);
+        let args = guard_args("demo-2", identity, false);
         let Command::MemberGuard(parsed) = <Guard as clap::Parser>::try_parse_from(
             std::iter::once("etcd-operator".to_string()).chain(args),
         )
@@ -161,4 +161,211 @@ fn guard_arguments_are_understood_by_the_guard() {
     assert_eq!(first.cluster_id, None);
     assert_eq!(first.member_id, None);
     assert!(!first.expect_data, "a new member starts on an empty volume");
+}
+
+fn demo_pod(cluster: &EtcdCluster, facts: &MemberPodFacts) -> k8s_openapi::api::core::v1::PodSpec {
+    let bootstrap = Bootstrap::New {
+        token: "demo-1234".to_string(),
+        initial_members: vec![0, 1, 2],
+    };
+    member_pod_with(
+        cluster,
+        &MemberAddressing::new("demo", "prod"),
+        "example.org/etcd-operator:dev",
+        1,
+        &bootstrap,
+        &identity(),
+        facts,
+    )
+    .spec
+    .expect("spec")
+}
+
+fn with_pod_template(template: &str) -> EtcdCluster {
+    let indented: String = template.lines().map(|l| format!("    {l}\n")).collect();
+    serde_saphyr::from_str(&format!("{CLUSTER}  pod:\n{indented}")).expect("valid EtcdCluster")
+}
+
+#[test]
+fn the_default_security_context_passes_the_restricted_standard() {
+    let spec = demo_pod(&cluster(), &MemberPodFacts::default());
+    let pod = spec.security_context.expect("pod security context");
+    assert_eq!(pod.run_as_non_root, Some(true));
+    assert_eq!(pod.run_as_user, Some(ETCD_USER));
+    assert_eq!(
+        pod.seccomp_profile.map(|p| p.type_).as_deref(),
+        Some("RuntimeDefault")
+    );
+    let containers = spec.init_containers.unwrap_or_default();
+    for container in containers.iter().chain(&spec.containers) {
+        let sc = container
+            .security_context
+            .clone()
+            .expect("security context");
+        assert_eq!(
+            sc.allow_privilege_escalation,
+            Some(false),
+            "{}",
+            container.name
+        );
+        assert_eq!(
+            sc.capabilities.and_then(|c| c.drop),
+            Some(vec!["ALL".to_string()]),
+            "{}",
+            container.name
+        );
+    }
+}
+
+#[test]
+fn a_user_security_context_is_merged_over_the_defaults_field_by_field() {
+    let cluster = with_pod_template(
+        "securityContext:\n  runAsUser: 2000\n  supplementalGroups: [5]\n  fsGroupChangePolicy: OnRootMismatch",
+    );
+    let spec = demo_pod(&cluster, &MemberPodFacts::default());
+    let pod = spec.security_context.expect("pod security context");
+    // The user's fields win...
+    assert_eq!(pod.run_as_user, Some(2000));
+    assert_eq!(pod.supplemental_groups, Some(vec![5]));
+    assert_eq!(
+        pod.fs_group_change_policy.as_deref(),
+        Some("OnRootMismatch")
+    );
+    // ...and every other keeps its default.
+    assert_eq!(pod.run_as_non_root, Some(true));
+    assert_eq!(pod.run_as_group, Some(ETCD_USER));
+    assert_eq!(pod.fs_group, Some(ETCD_USER));
+    assert_eq!(
+        pod.seccomp_profile.map(|p| p.type_).as_deref(),
+        Some("RuntimeDefault")
+    );
+    // No container-level default shadows a pod-level field of the user.
+    for container in &spec.containers {
+        let sc = container
+            .security_context
+            .clone()
+            .expect("security context");
+        assert_eq!(sc.run_as_user, None);
+        assert_eq!(sc.run_as_non_root, None);
+        assert_eq!(sc.seccomp_profile, None);
+    }
+
+    // Each default can be overridden on its own.
+    let cluster = with_pod_template(
+        "securityContext:\n  runAsNonRoot: false\n  fsGroup: 3000\n  seccompProfile:\n    type: Localhost\n    localhostProfile: etcd.json",
+    );
+    let pod = demo_pod(&cluster, &MemberPodFacts::default())
+        .security_context
+        .expect("pod security context");
+    assert_eq!(pod.run_as_non_root, Some(false));
+    assert_eq!(pod.fs_group, Some(3000));
+    assert_eq!(pod.run_as_user, Some(ETCD_USER));
+    let profile = pod.seccomp_profile.expect("seccomp");
+    assert_eq!(profile.type_, "Localhost");
+    assert_eq!(profile.localhost_profile.as_deref(), Some("etcd.json"));
+}
+
+fn required_node_spreading(spec: &k8s_openapi::api::core::v1::PodSpec) -> bool {
+    spec.affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .is_some_and(|terms| {
+            terms
+                .iter()
+                .any(|t| t.topology_key == scheduling::HOSTNAME_TOPOLOGY)
+        })
+}
+
+fn zone_spread(spec: &k8s_openapi::api::core::v1::PodSpec) -> String {
+    spec.topology_spread_constraints
+        .iter()
+        .flatten()
+        .find(|c| c.topology_key == scheduling::ZONE_TOPOLOGY)
+        .map(|c| c.when_unsatisfiable.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn members_never_share_a_node_unless_volumes_are_network_attached_or_the_user_opts_out() {
+    let placed = |volumes, zones| MemberPodFacts {
+        placement: PlacementFacts { volumes, zones },
+        ..MemberPodFacts::default()
+    };
+    // Nothing known: the member Pod without facts keeps members apart.
+    let unknown = demo_pod(&cluster(), &MemberPodFacts::default());
+    assert!(required_node_spreading(&unknown));
+    assert_eq!(zone_spread(&unknown), "ScheduleAnyway");
+    assert_eq!(
+        member_pod(
+            &cluster(),
+            &MemberAddressing::new("demo", "prod"),
+            "example.org/etcd-operator:dev",
+            1,
+            &Bootstrap::New {
+                token: "demo-1234".to_string(),
+                initial_members: vec![0, 1, 2],
+            },
+            &identity(),
+        )
+        .spec
+        .expect("spec"),
+        unknown
+    );
+
+    let local = demo_pod(&cluster(), &placed(VolumeLocality::NodeLocal, Some(3)));
+    assert!(required_node_spreading(&local));
+    assert_eq!(zone_spread(&local), "DoNotSchedule");
+    let few_zones = demo_pod(&cluster(), &placed(VolumeLocality::NodeLocal, Some(2)));
+    assert_eq!(zone_spread(&few_zones), "ScheduleAnyway");
+
+    let network = demo_pod(
+        &cluster(),
+        &placed(VolumeLocality::NetworkAttached, Some(3)),
+    );
+    assert!(!required_node_spreading(&network));
+    assert_eq!(zone_spread(&network), "ScheduleAnyway");
+
+    let opted_out = with_pod_template("memberSpreading: Preferred");
+    let relaxed = demo_pod(&opted_out, &placed(VolumeLocality::NodeLocal, Some(3)));
+    assert!(!required_node_spreading(&relaxed));
+    assert_eq!(zone_spread(&relaxed), "ScheduleAnyway");
+
+    let strict = with_pod_template("memberSpreading: RequiredPerNode");
+    let kept = demo_pod(&strict, &placed(VolumeLocality::NetworkAttached, None));
+    assert!(required_node_spreading(&kept));
+}
+
+#[test]
+fn a_volume_etcd_ran_on_must_hold_data_even_before_the_member_id_is_known() {
+    let bootstrap = MemberIdentity {
+        cluster_token: "demo-1234".to_string(),
+        ..MemberIdentity::default()
+    };
+    assert!(!guard_args("demo-2", &bootstrap, false).contains(&"--expect-data".to_string()));
+    assert!(guard_args("demo-2", &bootstrap, true).contains(&"--expect-data".to_string()));
+    let facts = MemberPodFacts {
+        etcd_ran_on_volume: true,
+        ..MemberPodFacts::default()
+    };
+    let spec = demo_pod(&cluster(), &facts);
+    for container in spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+    {
+        assert!(
+            container
+                .args
+                .iter()
+                .flatten()
+                .any(|a| a == "--expect-data"),
+            "{}",
+            container.name
+        );
+    }
 }
