@@ -28,14 +28,11 @@ pub fn finalize(
     step_succeeded: bool,
 ) -> EtcdClusterStatus {
     if let Some(current) = current {
+        // The last operation keeps the time it was taken: a pass that waits
+        // carries it over unchanged, a pass that acts records its own (the
+        // planner's throttles, such as one raft entry per 5 s for a joining
+        // learner, count from it).
         desired.conditions = keep_transition_times(&current.conditions, desired.conditions);
-        if let (Some(old), Some(new)) = (&current.last_operation, &mut desired.last_operation)
-            && old.type_ == new.type_
-            && old.description == new.description
-            && old.state == new.state
-        {
-            new.time = old.time.clone();
-        }
         for member in &mut desired.members {
             if let Some(old) = current.members.iter().find(|m| m.name == member.name)
                 && old.healthy == member.healthy
@@ -204,12 +201,32 @@ mod tests {
         let mut desired = current.clone();
         desired.observed_generation = None;
         desired.conditions[0].last_transition_time = time(300);
-        if let Some(op) = desired.last_operation.as_mut() {
-            op.time = time(300);
-        }
         desired.members[0].healthy_since = Some(time(300));
         let out = finalize(Some(&current), desired, Some(3), true);
         assert!(!needs_write(Some(&current), &out), "{out:?}");
+    }
+
+    #[test]
+    fn an_operation_taken_again_records_its_own_time() {
+        // The planner throttles some steps by the time of the last one
+        // (one raft entry per 5 s for a joining learner): a repeat of the
+        // same step must not inherit the time of the first.
+        let op = |at| LastOperation {
+            type_: "AdvanceRaftLog".into(),
+            description: "committing a raft entry for learner main-2".into(),
+            state: OperationState::Succeeded,
+            time: time(at),
+        };
+        let current = EtcdClusterStatus {
+            last_operation: Some(op(100)),
+            ..Default::default()
+        };
+        let desired = EtcdClusterStatus {
+            last_operation: Some(op(107)),
+            ..Default::default()
+        };
+        let out = finalize(Some(&current), desired, Some(1), true);
+        assert_eq!(out.last_operation.map(|o| o.time), Some(time(107)));
     }
 
     #[test]

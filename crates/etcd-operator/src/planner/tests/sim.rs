@@ -37,6 +37,11 @@ pub struct SimPvc {
     pub index: u64,
     /// A person released the data it holds (the release annotation).
     pub released: bool,
+    /// Someone removed the operator's labels: it is found by name only.
+    pub labels_missing: bool,
+    /// Its PersistentVolume object was deleted (under `Retain` the disk
+    /// lives on and stays mounted): Kubernetes reports the claim `Lost`.
+    pub pv_object_deleted: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -522,7 +527,11 @@ impl Sim {
         let mut ordinals: BTreeMap<u32, OrdinalObjects> = BTreeMap::new();
         for (o, pvc) in &self.pvcs {
             ordinals.entry(*o).or_default().pvc = Some(PvcState {
-                phase: PvcPhase::Bound,
+                phase: if pvc.pv_object_deleted {
+                    PvcPhase::Lost
+                } else {
+                    PvcPhase::Bound
+                },
                 deleting: pvc.deleting,
                 identity: pvc.identity.clone(),
                 volume: match &pvc.local_node {
@@ -530,7 +539,7 @@ impl Sim {
                     None if self.volumes == Volumes::Local => VolumeKind::Unknown,
                     None => VolumeKind::Network,
                 },
-                labels_missing: false,
+                labels_missing: pvc.labels_missing,
                 released: pvc.released,
             });
         }
@@ -809,7 +818,11 @@ impl Sim {
                 self.children.pdb = true;
                 self.children.pdb_min_available = i32::try_from(*min_available).ok();
             }
-            Action::RestoreLabels { .. } => {}
+            Action::RestoreLabels { ordinal, pvc, .. } => {
+                if *pvc && let Some(p) = self.pvcs.get_mut(ordinal) {
+                    p.labels_missing = false;
+                }
+            }
             Action::CreatePvc { ordinal, identity } => {
                 if self.pvcs.contains_key(ordinal) {
                     self.violation("PVC created twice", &action);
@@ -824,6 +837,8 @@ impl Sim {
                         restored: None,
                         index: 0,
                         released: false,
+                        labels_missing: false,
+                        pv_object_deleted: false,
                     },
                 );
             }

@@ -1,0 +1,235 @@
+//! Durability rules 10 and 11 on the paths where metadata lies or survivors
+//! disagree: each test names a way the operator could destroy the newest
+//! data, and fails if it does.
+
+use super::sim::{Sim, Volumes};
+use crate::api::{ConditionType, RecoveryPolicy};
+use crate::planner::{Action, SurvivorChoice, Waiting};
+
+fn running(replicas: i32, volumes: Volumes) -> Sim {
+    let mut sim = Sim::new(replicas, u32::try_from(replicas).unwrap_or(3), volumes);
+    sim.run(100);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(sim.has_quorum());
+    assert_eq!(sim.healthy_voters(), usize::try_from(replicas).unwrap_or(0));
+    sim
+}
+
+fn removals(sim: &Sim) -> usize {
+    sim.actions
+        .iter()
+        .filter(|a| matches!(a, Action::RemoveMember { .. } | Action::DeletePvc { .. }))
+        .count()
+}
+
+fn member_id(sim: &Sim, ordinal: u32) -> u64 {
+    sim.members
+        .iter()
+        .find(|m| m.ordinal == ordinal)
+        .map(|m| m.id)
+        .unwrap_or_default()
+}
+
+#[test]
+fn stripped_labels_are_put_back_and_nothing_is_replaced() {
+    let mut sim = running(3, Volumes::Local);
+    for pvc in sim.pvcs.values_mut() {
+        pvc.labels_missing = true;
+    }
+    sim.run(40);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(removals(&sim), 0, "{:?}", sim.actions);
+    assert!(sim.pvcs.values().all(|p| !p.labels_missing));
+    assert!(
+        sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreLabels { pvc: true, .. }))
+    );
+    assert_eq!(sim.healthy_voters(), 3);
+}
+
+#[test]
+fn a_pv_object_deleted_under_retain_does_not_remove_a_serving_member() {
+    let mut sim = running(3, Volumes::Network);
+    sim.pvcs.get_mut(&1).expect("pvc").pv_object_deleted = true;
+    sim.run(40);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(removals(&sim), 0, "{:?}", sim.actions);
+    assert_eq!(sim.healthy_voters(), 3);
+}
+
+#[test]
+fn a_stale_member_id_annotation_is_corrected_not_acted_on() {
+    let mut sim = running(3, Volumes::Network);
+    let real = member_id(&sim, 2);
+    sim.pvcs.get_mut(&2).expect("pvc").identity.member_id = Some(0xdead);
+    sim.run(40);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(removals(&sim), 0, "{:?}", sim.actions);
+    assert_eq!(sim.pvcs[&2].identity.member_id, Some(real));
+    assert_eq!(member_id(&sim, 2), real);
+}
+
+/// Five members; member 4 falls behind (its node stops while writes go
+/// on), then three volumes are wiped: members 3 (newest) and 4 (older)
+/// survive. The newest one's node is down when the loss is seen.
+fn newest_survivor_unreachable() -> Sim {
+    let mut sim = running(5, Volumes::Network);
+    let node4 = sim.node_of(4).expect("node of member 4");
+    sim.stop_node(&node4);
+    sim.run(10);
+    for ordinal in [0, 1, 2] {
+        sim.wipe(ordinal);
+    }
+    let node3 = sim.node_of(3).expect("node of member 3");
+    sim.stop_node(&node3);
+    sim.start_node(&node4);
+    sim.run(20);
+    assert!(sim.pvcs[&3].index > sim.pvcs[&4].index, "member 3 is newer");
+    sim
+}
+
+#[test]
+fn a_restore_waits_for_an_unreadable_survivor_and_then_starts_from_the_newest() {
+    let mut sim = newest_survivor_unreachable();
+    sim.spec.recovery.policy = RecoveryPolicy::NewestSurvivor;
+    sim.run(20);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        !sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { .. })),
+        "restored while the newest survivor could not be read: {:?}",
+        sim.actions
+    );
+    let plan = sim.last_plan.clone().expect("a plan");
+    match plan.waiting {
+        Some(Waiting::MajorityDataLost {
+            survivor: SurvivorChoice::Unreadable { unreadable, .. },
+            ..
+        }) => assert_eq!(unreadable, vec!["demo-3".to_string()]),
+        other => panic!("expected a wait for demo-3, got {other:?}"),
+    }
+    let message = sim
+        .status
+        .condition(ConditionType::MajorityDataLost)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("demo-3"), "{message}");
+
+    let node3 = sim.node_of(3).expect("node of member 3");
+    let newest = sim.pvcs[&3].index;
+    sim.start_node(&node3);
+    sim.run(200);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { ordinal: 3, .. })),
+        "{:?}",
+        sim.actions
+    );
+    assert!(sim.has_quorum());
+    assert!(sim.newest_index() >= newest);
+    // The older survivor's volume is kept until a person releases it.
+    assert!(sim.pvcs.contains_key(&4));
+    assert!(sim.pvcs[&4].data.is_some());
+}
+
+#[test]
+fn an_approval_names_the_survivor_and_its_revision() {
+    let mut sim = newest_survivor_unreachable();
+    // An approval of the incarnation alone approves nothing.
+    sim.spec.recovery.approved_incarnation = sim.status.cluster_token.clone();
+    sim.run(10);
+    assert!(
+        !sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { .. }))
+    );
+    // A person may choose the older survivor explicitly, at its revision.
+    sim.spec.recovery.approved_survivor = Some("demo-4".to_string());
+    sim.spec.recovery.approved_revision = Some(-1);
+    sim.run(5);
+    assert!(
+        !sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { .. })),
+        "a wrong revision approved a restore"
+    );
+    sim.spec.recovery.approved_revision = i64::try_from(sim.pvcs[&4].index).ok();
+    sim.reconcile();
+    assert!(
+        sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { ordinal: 4, .. })),
+        "{:?}",
+        sim.actions
+    );
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    // The newer survivor's data is never deleted by that restore.
+    assert!(sim.pvcs.get(&3).is_some_and(|p| p.data.is_some()));
+}
+
+#[test]
+fn a_retained_survivor_is_replaced_only_once_released() {
+    let mut sim = newest_survivor_unreachable();
+    let node3 = sim.node_of(3).expect("node of member 3");
+    sim.start_node(&node3);
+    sim.run(5);
+    assert!(sim.approve_newest_survivor(), "{:#?}", sim.status);
+    sim.run(200);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(sim.voters().count(), 4, "member 4 waits for a person");
+    assert!(
+        sim.last_plan
+            .as_ref()
+            .and_then(|p| p.waiting.clone())
+            .is_some_and(|w| matches!(w, Waiting::NeedsAttention(m) if m.contains("demo-4"))),
+        "{:?}",
+        sim.last_plan.as_ref().map(|p| &p.waiting)
+    );
+    assert_eq!(sim.release_retained(), 1);
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(sim.healthy_voters(), 5);
+}
+
+#[test]
+fn a_learner_that_never_starts_gets_at_most_one_raft_entry_per_5_seconds() {
+    let mut sim = running(3, Volumes::Network);
+    sim.idle = true;
+    sim.learners_never_start = true;
+    sim.wipe(1);
+    sim.delete_pod(1);
+    for _ in 0..120 {
+        sim.reconcile();
+        sim.advance(1);
+    }
+    let nudges = sim
+        .actions
+        .iter()
+        .filter(|a| matches!(a, Action::AdvanceRaftLog { .. }))
+        .count();
+    assert!(
+        nudges >= 3,
+        "the learner was never helped: {:?}",
+        sim.actions
+    );
+    assert!(nudges <= 120 / 5 + 1, "{nudges} raft entries in 120 s");
+}
+
+#[test]
+fn the_disruption_budget_follows_the_voters() {
+    let mut sim = running(3, Volumes::Network);
+    assert_eq!(sim.children.pdb_min_available, Some(2));
+    sim.spec.replicas = 5;
+    sim.run(200);
+    assert_eq!(sim.healthy_voters(), 5);
+    assert_eq!(sim.children.pdb_min_available, Some(3));
+    sim.spec.replicas = 1;
+    sim.run(200);
+    assert_eq!(sim.voters().count(), 1);
+    assert_eq!(sim.children.pdb_min_available, Some(1));
+}
