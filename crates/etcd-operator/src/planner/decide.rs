@@ -2,7 +2,7 @@
 //! priority. Each step function returns `Some` when it decides the pass.
 
 use super::action::{Action, Bootstrap};
-use super::evidence::{PodTrouble, data_gone, pod_trouble};
+use super::evidence::{PodTrouble, data_gone, local_volume_on_deleted_node, pod_trouble};
 use super::membership::{KnownMember, Membership, Source, quorum};
 use super::observed::{Observed, PodPhase};
 use crate::api::identity::{MemberIdentity, parse_id};
@@ -214,6 +214,14 @@ impl<'a> Context<'a> {
         }
         let objects = self.o.objects(ordinal);
         if let Some(evidence) = data_gone(self.o, &objects, member.is_some()) {
+            // A deleted Node is confirmed gone only once its member has been
+            // down for memberFailureTimeout: a machine that lives registers
+            // its Node again well before.
+            let node_deleted_only =
+                local_volume_on_deleted_node(self.o, &objects).as_ref() == Some(&evidence);
+            if node_deleted_only && member.is_some_and(|m| !self.down_long_enough(m)) {
+                return None;
+            }
             return Some(evidence);
         }
         // A PVC that records another member than the one etcd knows for
@@ -229,6 +237,17 @@ impl<'a> Context<'a> {
             }
             _ => None,
         }
+    }
+
+    /// Whether a member has been down for `memberFailureTimeout`.
+    fn down_long_enough(&self, member: &KnownMember) -> bool {
+        !member.healthy
+            && self
+                .o
+                .now
+                .duration_since(member.healthy_since)
+                .unsigned_abs()
+                >= self.o.spec.member_failure_timeout()
     }
 
     /// Whether the member of `ordinal` answers healthy right now, from the

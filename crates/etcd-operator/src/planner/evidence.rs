@@ -22,17 +22,29 @@ pub fn data_gone(
     if pvc.phase == PvcPhase::Lost {
         return Some("its PersistentVolume is lost".to_string());
     }
-    if let VolumeKind::Local { node } = &pvc.volume
-        && observed.node_deleted(node)
-    {
-        return Some(format!(
-            "its node-local volume was on node {node}, which is deleted"
-        ));
+    if let Some(evidence) = local_volume_on_deleted_node(observed, objects) {
+        return Some(evidence);
     }
     if let Some(refusal) = objects.pod.as_ref().and_then(|p| p.guard_refusal.as_ref()) {
         return Some(format!("member-guard refused: {}", refusal.describe()));
     }
     None
+}
+
+/// The volume of an ordinal is node-local on a Node that is deleted. Alone
+/// this is not proof (a Node object deleted while the machine lives is
+/// registered again by its kubelet): the planner also waits for the member
+/// to have been down for `memberFailureTimeout`.
+pub fn local_volume_on_deleted_node(
+    observed: &Observed,
+    objects: &OrdinalObjects,
+) -> Option<String> {
+    match &objects.pvc.as_ref()?.volume {
+        VolumeKind::Local { node } if observed.node_deleted(node) => Some(format!(
+            "its node-local volume was on node {node}, which is deleted"
+        )),
+        _ => None,
+    }
 }
 
 /// Why the Pod of an ordinal is not serving, as far as Kubernetes tells.

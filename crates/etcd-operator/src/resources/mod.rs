@@ -12,7 +12,7 @@ mod tests;
 pub use names::MemberAddressing;
 pub use objects::{
     DATA_DIR, DATA_MOUNT, ETCD_USER, MemberPodFacts, client_service, container_security_context,
-    etcd_args, guard_args, identity_annotations, member_pod, member_pod_with, pdb, peer_service,
-    pod_security_context, pvc, selector_labels,
+    etcd_args, guard_args, identity_annotations, member_labels, member_pod, member_pod_with, pdb,
+    peer_service, pod_security_context, pvc, selector_labels,
 };
 pub use scheduling::{PlacementFacts, VolumeLocality};

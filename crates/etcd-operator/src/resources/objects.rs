@@ -25,7 +25,7 @@ use crate::api::identity::{
     format_id,
 };
 use crate::api::{EtcdCluster, MemberPodTemplate, version};
-use crate::planner::{Bootstrap, quorum};
+use crate::planner::Bootstrap;
 
 /// Where the member's volume is mounted.
 pub const DATA_MOUNT: &str = "/var/lib/etcd";
@@ -51,6 +51,11 @@ pub fn selector_labels(cluster: &str) -> BTreeMap<String, String> {
         (INSTANCE_LABEL.to_string(), cluster.to_string()),
         (CLUSTER_LABEL.to_string(), cluster.to_string()),
     ])
+}
+
+/// The labels of the objects of member `ordinal` (its PVC and Pod).
+pub fn member_labels(cluster: &str, ordinal: u32) -> BTreeMap<String, String> {
+    labels(cluster, Some(ordinal))
 }
 
 fn labels(cluster: &str, ordinal: Option<u32>) -> BTreeMap<String, String> {
@@ -485,10 +490,9 @@ pub fn member_pod_with(
 }
 
 /// The PodDisruptionBudget: voluntary evictions never take the members below
-/// a quorum of `spec.replicas` (rule 5).
-pub fn pdb(cluster: &EtcdCluster) -> PodDisruptionBudget {
+/// `min_available`, the quorum of the current voters (rule 5).
+pub fn pdb(cluster: &EtcdCluster, min_available: u32) -> PodDisruptionBudget {
     let name = cluster.name_any();
-    let min_available = quorum(usize::try_from(cluster.spec.replicas).unwrap_or(1));
     PodDisruptionBudget {
         metadata: meta(cluster, pdb_name(&name), None),
         spec: Some(PodDisruptionBudgetSpec {

@@ -117,7 +117,7 @@ fn existing_members_never_get_new() {
 
 #[test]
 fn pdb_keeps_a_quorum() {
-    let pdb = pdb(&cluster());
+    let pdb = pdb(&cluster(), 2);
     let min = pdb.spec.expect("spec").min_available.expect("min");
     assert_eq!(
         min,

@@ -233,3 +233,23 @@ fn the_disruption_budget_follows_the_voters() {
     assert_eq!(sim.voters().count(), 1);
     assert_eq!(sim.children.pdb_min_available, Some(1));
 }
+
+#[test]
+fn a_node_object_deleted_while_its_machine_lives_does_not_replace_the_member() {
+    let mut sim = running(3, Volumes::Local);
+    sim.spec.member_failure_timeout = std::time::Duration::from_secs(60).into();
+    let before = member_id(&sim, 1);
+    let node = sim.node_of(1).expect("node of member 1");
+    sim.delete_node_object(&node);
+    // The kubelet registers its Node again within seconds.
+    for _ in 0..5 {
+        sim.reconcile();
+        sim.advance(2);
+    }
+    sim.reregister_node(&node);
+    sim.run(60);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(removals(&sim), 0, "{:?}", sim.actions);
+    assert_eq!(member_id(&sim, 1), before);
+    assert_eq!(sim.healthy_voters(), 3);
+}

@@ -114,6 +114,9 @@ pub struct Sim {
     pub learners_never_start: bool,
     /// Ground truth: the highest index acknowledged to a client.
     pub acknowledged: u64,
+    /// Nodes whose Node object was deleted while the machine and its disks
+    /// live on (a kubelet re-registers it).
+    pub machines_alive: std::collections::BTreeSet<String>,
 }
 
 impl Sim {
@@ -146,6 +149,7 @@ impl Sim {
             idle: false,
             learners_never_start: false,
             acknowledged: 0,
+            machines_alive: std::collections::BTreeSet::new(),
             stalled: Vec::new(),
         };
         for _ in 0..nodes {
@@ -230,7 +234,7 @@ impl Sim {
             if pvc
                 .local_node
                 .as_ref()
-                .is_some_and(|n| !self.nodes.contains_key(n))
+                .is_some_and(|n| !self.nodes.contains_key(n) && !self.machines_alive.contains(n))
             {
                 pvc.data = None;
             }
@@ -488,6 +492,28 @@ impl Sim {
 
     pub fn delete_node(&mut self, node: &str) {
         self.nodes.remove(node);
+        self.settle();
+    }
+
+    /// Someone deletes the Node object; the machine, its processes' disks
+    /// and its local volumes live on (Pods bound to it are collected).
+    pub fn delete_node_object(&mut self, node: &str) {
+        self.machines_alive.insert(node.to_string());
+        self.nodes.remove(node);
+        self.settle();
+    }
+
+    /// The kubelet of a live machine registers its Node again.
+    pub fn reregister_node(&mut self, node: &str) {
+        self.machines_alive.remove(node);
+        self.nodes.insert(
+            node.to_string(),
+            SimNode {
+                up: true,
+                out_of_service: false,
+                not_ready_since: None,
+            },
+        );
         self.settle();
     }
 
