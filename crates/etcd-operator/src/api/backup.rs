@@ -10,6 +10,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::rules;
+
 /// A one-shot full backup of an `EtcdCluster` in the same namespace.
 ///
 /// The operator streams a snapshot from a healthy member (a follower when
@@ -63,6 +65,8 @@ use serde::{Deserialize, Serialize};
 pub struct EtcdBackupSpec {
     /// Name of the `EtcdCluster` to back up, in the same namespace.
     #[schemars(length(min = 1, max = 63))]
+    #[x_kube(validation = rules::cluster_name_length("self", "clusterName"))]
+    #[x_kube(validation = rules::cluster_name_shape("self", "clusterName"))]
     pub cluster_name: String,
 
     /// Where the snapshot and its metadata are written.
@@ -80,24 +84,29 @@ pub struct EtcdBackupSpec {
 pub struct BackupDestination {
     /// A directory on the operator's filesystem (e.g. a mounted PVC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "LocalDestination")]
     pub local: Option<LocalDestination>,
 
     /// Amazon S3 or an S3-compatible endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "S3Destination")]
     pub s3: Option<S3Destination>,
 
     /// Google Cloud Storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "GcsDestination")]
     pub gcs: Option<GcsDestination>,
 
     /// Azure Blob Storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "AzureDestination")]
     pub azure: Option<AzureDestination>,
 
     /// Client-side encryption: when set, every object is encrypted (after
     /// compression) before it leaves the operator, so the store only holds
     /// ciphertext; restoring needs the same key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "BackupEncryption")]
     pub encryption: Option<BackupEncryption>,
 }
 
@@ -108,16 +117,18 @@ pub struct BackupDestination {
 /// XChaCha20-Poly1305 in 64 KiB authenticated chunks; the metadata records
 /// the key's fingerprint, never the key. Keep every key that sealed a
 /// backup you may restore.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BackupEncryption {
     /// Name of the Secret, in the backup's namespace.
     #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = rules::subdomain("encryption.secretName"))]
     pub secret_name: String,
 
     /// Key of the Secret's data holding the encryption key.
     #[serde(default = "default_encryption_key")]
-    #[schemars(length(min = 1, max = 253), pattern(r"^[-._a-zA-Z0-9]+$"))]
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = rules::rule("self.matches('^[-._a-zA-Z0-9]+$')", "encryption.key must be a key of the Secret's data: letters, digits, '-', '_' and '.'"))]
     pub key: String,
 }
 
@@ -129,39 +140,51 @@ fn default_encryption_key() -> String {
 }
 
 /// A directory on the operator's filesystem.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalDestination {
     /// Absolute path of the directory; created when missing.
-    #[schemars(pattern(r"^/"))]
+    #[schemars(length(max = 4096))]
+    #[x_kube(validation = rules::rule("self.startsWith('/') && !self.split('/').exists(s, s == '..')", "local.path must be an absolute path (starting with /) without '..' segments"))]
     pub path: String,
 }
 
 /// An S3 bucket (AWS or any S3-compatible server).
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct S3Destination {
-    /// Bucket name. It must exist.
-    #[schemars(length(min = 1))]
+    /// Bucket name. It must exist. 3 to 255 letters, digits, `.`, `-`,
+    /// `_`, starting and ending with a letter or digit (what S3 and
+    /// S3-compatible servers accept, old US-East buckets included).
+    #[schemars(length(min = 3, max = 255))]
+    #[x_kube(validation = rules::rule("self.matches('^[A-Za-z0-9][-A-Za-z0-9._]*[A-Za-z0-9]$')", "s3.bucket must be a bucket name: 3 to 255 letters, digits, '.', '-' or '_', starting and ending with a letter or digit (no '/')"))]
     pub bucket: String,
 
     /// Key prefix inside the bucket, without leading or trailing `/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    #[x_kube(validation = rules::object_prefix("s3.prefix"))]
     pub prefix: Option<String>,
 
     /// Endpoint URL of an S3-compatible server (e.g. `http://minio:9000`);
     /// AWS when unset. `http://` endpoints are allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = rules::endpoint_url("s3.endpoint", "http://minio:9000"))]
     pub endpoint: Option<String>,
 
     /// Region; `us-east-1` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
+    #[x_kube(validation = rules::rule("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')", "s3.region must be a region name such as us-east-1"))]
     pub region: Option<String>,
 
     /// Secret in the backup's namespace with the keys `accessKeyID` and
     /// `secretAccessKey` (and optionally `sessionToken`). Without it the
     /// operator's own environment credentials are used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = rules::subdomain("s3.credentialsSecret"))]
     pub credentials_secret: Option<String>,
 
     /// Address buckets as `endpoint/bucket` rather than `bucket.endpoint`
@@ -171,15 +194,20 @@ pub struct S3Destination {
 }
 
 /// A Google Cloud Storage bucket.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GcsDestination {
-    /// Bucket name. It must exist.
-    #[schemars(length(min = 1))]
+    /// Bucket name. It must exist. 3 to 222 lower-case letters, digits,
+    /// `.`, `-`, `_`, starting and ending with a letter or digit (Cloud
+    /// Storage's naming rules).
+    #[schemars(length(min = 3, max = 222))]
+    #[x_kube(validation = rules::rule("self.matches('^[a-z0-9][-a-z0-9._]*[a-z0-9]$')", "gcs.bucket must be a bucket name: 3 to 222 lower-case letters, digits, '.', '-' or '_', starting and ending with a letter or digit"))]
     pub bucket: String,
 
     /// Object name prefix, without leading or trailing `/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    #[x_kube(validation = rules::object_prefix("gcs.prefix"))]
     pub prefix: Option<String>,
 
     /// Base URL of the storage service (XML API), for a Private Service
@@ -187,7 +215,8 @@ pub struct GcsDestination {
     /// or an emulator; `https://storage.googleapis.com` when unset.
     /// `http://` endpoints are allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(r"^https?://"))]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = rules::endpoint_url("gcs.endpoint", "https://storage-myendpoint.p.googleapis.com"))]
     pub endpoint: Option<String>,
 
     /// Secret in the backup's namespace with the key `serviceAccount.json`
@@ -195,23 +224,30 @@ pub struct GcsDestination {
     /// credentials are used (workload identity, `GOOGLE_APPLICATION_CREDENTIALS`,
     /// the metadata server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = rules::subdomain("gcs.credentialsSecret"))]
     pub credentials_secret: Option<String>,
 }
 
 /// An Azure Blob Storage container.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AzureDestination {
-    /// Storage account name.
-    #[schemars(length(min = 1))]
+    /// Storage account name: 3 to 24 lower-case letters and digits.
+    #[schemars(length(min = 3, max = 24))]
+    #[x_kube(validation = rules::rule("self.matches('^[a-z0-9]+$')", "azure.account must be a storage account name: 3 to 24 lower-case letters and digits"))]
     pub account: String,
 
-    /// Container name. It must exist.
-    #[schemars(length(min = 1))]
+    /// Container name. It must exist. 3 to 63 lower-case letters, digits
+    /// and single `-` between them, or `$root`.
+    #[schemars(length(min = 3, max = 63))]
+    #[x_kube(validation = rules::rule("self == '$root' || self.matches('^[a-z0-9](-?[a-z0-9])+$')", "azure.container must be a container name: 3 to 63 lower-case letters, digits and single '-' between them"))]
     pub container: String,
 
     /// Blob name prefix, without leading or trailing `/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    #[x_kube(validation = rules::object_prefix("azure.prefix"))]
     pub prefix: Option<String>,
 
     /// URL of the account's Blob service, for a sovereign cloud (e.g.
@@ -220,7 +256,8 @@ pub struct AzureDestination {
     /// `https://<account>.blob.core.windows.net` when unset. Containers are
     /// addressed under it. `http://` endpoints are allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(r"^https?://"))]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = rules::endpoint_url("azure.endpoint", "https://myaccount.blob.core.usgovcloudapi.net"))]
     pub endpoint: Option<String>,
 
     /// Secret in the backup's namespace with the key `accountKey` (the
@@ -228,6 +265,8 @@ pub struct AzureDestination {
     /// key). Without it the operator's own credentials are used (workload
     /// identity, managed identity, `AZURE_STORAGE_*` variables).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = rules::subdomain("azure.credentialsSecret"))]
     pub credentials_secret: Option<String>,
 }
 

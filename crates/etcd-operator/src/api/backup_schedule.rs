@@ -15,7 +15,12 @@ use kube::{CustomResource, KubeSchema, core::Duration};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::BackupDestination;
+use super::{BackupDestination, rules};
+
+/// The shape of a schedule: five whitespace-separated fields of cron
+/// characters (digits, letters for month and day names, `* , - / ? L W #`),
+/// or a nickname. The fields' ranges are checked by the controller.
+pub const CRON_SHAPE: &str = "^(@(yearly|annually|monthly|weekly|daily|hourly)|[0-9A-Za-z*?,/#-]+([ \t]+[0-9A-Za-z*?,/#-]+){4})$";
 
 /// Full backups of an `EtcdCluster` on a cron schedule.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -58,11 +63,19 @@ use super::BackupDestination;
 pub struct EtcdBackupScheduleSpec {
     /// Name of the `EtcdCluster` to back up, in the same namespace.
     #[schemars(length(min = 1, max = 63))]
+    #[x_kube(validation = rules::cluster_name_length("self", "clusterName"))]
+    #[x_kube(validation = rules::cluster_name_shape("self", "clusterName"))]
     pub cluster_name: String,
 
-    /// Cron expression in UTC, five fields (`minute hour day month weekday`)
-    /// or six with seconds first, e.g. `0 * * * *` for hourly.
-    #[schemars(length(min = 1))]
+    /// Cron expression in UTC, five fields (`minute hour day-of-month month
+    /// day-of-week`), e.g. `0 * * * *` for hourly, or one of `@hourly`,
+    /// `@daily`, `@weekly`, `@monthly`, `@yearly`. No seconds field: a
+    /// six-field expression would take a full snapshot every second.
+    /// Admission checks the shape; a value out of range (`61 * * * *`) is
+    /// reported in status (condition `BackupReady`, reason
+    /// `InvalidSchedule`).
+    #[schemars(length(min = 1, max = 128))]
+    #[x_kube(validation = rules::rule(format!("self.matches('{CRON_SHAPE}')"), "schedule must be a cron expression of five fields (minute hour day-of-month month day-of-week) such as '0 * * * *', or @hourly, @daily, @weekly, @monthly, @yearly; seconds are not supported"))]
     pub schedule: String,
 
     /// Where the snapshots and their metadata are written.
@@ -87,15 +100,16 @@ pub struct EtcdBackupScheduleSpec {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BackupRetention {
-    /// How many of the newest backups to keep (default 7).
+    /// How many of the newest backups to keep (default 7, at most 10000).
     #[serde(default = "default_retention_count")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 10000))]
     pub count: u32,
 
     /// Delete backups older than this Go duration (e.g. `168h`); unset keeps
     /// them by count alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = kube::core::Rule::new("duration(self) > duration('0s')").message("retention.maxAge must be a positive Go duration such as 168h"))]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = rules::go_duration("retention.maxAge", "0s", true, "168h"))]
     pub max_age: Option<Duration>,
 }
 
@@ -122,15 +136,18 @@ pub struct IncrementalBackup {
     #[serde(default)]
     pub enabled: bool,
 
-    /// Longest time between two segments (Go duration, default `20s`).
+    /// Longest time between two segments (Go duration, default `20s`, at
+    /// least `1s`).
     #[serde(default = "default_segment_interval")]
-    #[x_kube(validation = kube::core::Rule::new("duration(self) >= duration('1s')").message("incremental.interval must be at least 1s"))]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = rules::go_duration("incremental.interval", "1s", false, "20s"))]
     pub interval: Duration,
 
     /// A segment is closed early when it reaches this many bytes (default
-    /// 16 MiB).
+    /// 16 MiB; 4 KiB to 256 MiB: the open segment is held in the
+    /// operator's memory until it is uploaded).
     #[serde(default = "default_max_segment_bytes")]
-    #[schemars(range(min = 4096))]
+    #[schemars(range(min = 4096, max = 268435456))]
     pub max_segment_bytes: i64,
 }
 

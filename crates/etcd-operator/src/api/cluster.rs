@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     BootstrapSpec, EtcdClusterStatus, EtcdTuning, MemberPodTemplate, RecoverySpec, StorageSpec,
-    version,
+    pod_rules, rules, version,
 };
 
 /// Desired state of a durable etcd cluster.
@@ -18,6 +18,11 @@ use super::{
 /// `<cluster>-<ordinal>`. It prefers losing availability for a while to
 /// losing data: members whose volumes still exist are always waited for, and
 /// a restore happens only when a person (or a policy they chose) says so.
+///
+/// The cluster's name is at most 56 characters, starts with a lower-case
+/// letter and holds only lower-case letters, digits and `-`: it names the
+/// Services `<name>-client` and `<name>-peer`, which must be DNS-1035
+/// labels of at most 63 characters (see `rules::MAX_CLUSTER_NAME`).
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "durable-etcd.io",
@@ -63,10 +68,12 @@ use super::{
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    validation = rules::cluster_name_length("self.metadata.name", "metadata.name"),
+    validation = rules::cluster_name_shape("self.metadata.name", "metadata.name"),
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = kube::core::Rule::new("has(self.bootstrap) == has(oldSelf.bootstrap)").message("spec.bootstrap is set at creation only: it cannot be added or removed later"))]
+#[x_kube(validation = rules::rule("has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)", "spec.bootstrap is set at creation only: it cannot be added, changed or removed later"))]
 pub struct EtcdClusterSpec {
     /// Number of voting members, 1 to 9. Odd counts tolerate the most
     /// failures per member; even counts are accepted and reported in status.
@@ -78,16 +85,32 @@ pub struct EtcdClusterSpec {
     /// etcd version, e.g. `3.6.16`. Defaults to the newest 3.6 release this
     /// operator pins. A version the operator does not support is reported in
     /// status and not rolled out.
+    /// A minor release never goes down (3.7 to 3.6): etcd does not start
+    /// on data written by a newer minor release.
     #[serde(default = "default_version")]
-    #[schemars(pattern(r"^3\.(6|7)\.(0|[1-9][0-9]*)$"))]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = version::rule())]
+    #[x_kube(validation = version::no_minor_downgrade())]
     pub version: String,
 
     /// Persistent storage of each member's data directory.
     #[serde(default)]
     pub storage: StorageSpec,
 
-    /// Scheduling and metadata of the member Pods.
+    /// Scheduling and metadata of the member Pods. Admission checks what
+    /// would make the Pods themselves refused: resource quantities, label
+    /// and annotation keys and values, the PriorityClass name, tolerations
+    /// and topology spread constraints.
     #[serde(default)]
+    #[schemars(transform = pod_rules::bound_sizes)]
+    #[x_kube(validation = pod_rules::resources_are_quantities())]
+    #[x_kube(validation = pod_rules::requests_within_limits())]
+    #[x_kube(validation = pod_rules::labels_are_valid())]
+    #[x_kube(validation = pod_rules::node_selector_is_valid())]
+    #[x_kube(validation = pod_rules::annotation_keys_are_valid())]
+    #[x_kube(validation = pod_rules::priority_class_name())]
+    #[x_kube(validation = pod_rules::tolerations_are_valid())]
+    #[x_kube(validation = pod_rules::spread_constraints_are_valid())]
     pub pod: MemberPodTemplate,
 
     /// etcd tuning flags.
@@ -101,7 +124,8 @@ pub struct EtcdClusterSpec {
     /// deleted or tainted `node.kubernetes.io/out-of-service`), and only
     /// replaces a member whose data is gone.
     #[serde(default = "default_member_failure_timeout")]
-    #[x_kube(validation = kube::core::Rule::new("duration(self) >= duration('0s')").message("memberFailureTimeout must be a non-negative Go duration such as 5m"))]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = rules::go_duration("memberFailureTimeout", "0s", false, "5m"))]
     pub member_failure_timeout: Duration,
 
     /// Stops every action of the operator (maintenance). Status is still
@@ -113,9 +137,11 @@ pub struct EtcdClusterSpec {
     #[serde(default)]
     pub recovery: RecoverySpec,
 
-    /// Where the first data comes from (e.g. a backup). Immutable.
+    /// Where the first data comes from (e.g. a backup). Set at creation
+    /// only: it cannot be added, changed or removed later (a `null` is
+    /// dropped by the API server, as if unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("spec.bootstrap is immutable"))]
+    #[schemars(with = "BootstrapSpec")]
     pub bootstrap: Option<BootstrapSpec>,
 }
 

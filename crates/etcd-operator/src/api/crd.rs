@@ -100,7 +100,11 @@ mod tests {
         assert_eq!(props["replicas"]["minimum"].as_f64(), Some(1.0));
         assert_eq!(props["replicas"]["maximum"].as_f64(), Some(9.0));
         assert_eq!(props["version"]["default"], "3.6.16");
-        assert_eq!(props["version"]["pattern"], crate::api::version::PATTERN);
+        assert!(
+            rules(&props["version"])
+                .iter()
+                .any(|r| r.contains(crate::api::version::PATTERN))
+        );
         assert_eq!(props["memberFailureTimeout"]["default"], "300s");
         assert_eq!(props["paused"]["default"], false);
         assert_eq!(props["storage"]["properties"]["size"]["default"], "1Gi");
@@ -145,6 +149,54 @@ mod tests {
         );
         let timeout = rules(&props["memberFailureTimeout"]);
         assert!(timeout.iter().any(|r| r.contains("duration(self)")));
+    }
+
+    /// A `null` in a field the operator reads as unset is dropped by the
+    /// API server (not stored): an object whose `bootstrap` or destination
+    /// kind is `null` cannot slip past the rules that look for them, and a
+    /// `null` size is defaulted rather than stored where a quantity must be.
+    #[test]
+    fn fields_the_rules_look_at_are_not_nullable() {
+        let spec = spec_schema();
+        let props = &spec["properties"];
+        assert_eq!(props["bootstrap"].get("nullable"), None);
+        assert_eq!(
+            props["bootstrap"]["properties"]["fromBackup"].get("nullable"),
+            None
+        );
+        assert_eq!(
+            props["recovery"]["properties"]["backup"].get("nullable"),
+            None
+        );
+        assert_eq!(props["storage"]["properties"]["size"]["nullable"], false);
+        let destination =
+            &props["bootstrap"]["properties"]["fromBackup"]["properties"]["destination"];
+        for kind in ["local", "s3", "gcs", "azure", "encryption"] {
+            assert_eq!(
+                destination["properties"][kind].get("nullable"),
+                None,
+                "{kind}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_cluster_name_is_checked_at_the_root() {
+        let crd = serde_json::to_value(crd()).expect("crd serialises");
+        let root = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let root_rules = rules(root);
+        assert!(
+            root_rules
+                .iter()
+                .any(|r| r == "self.metadata.name.size() <= 56"),
+            "{root_rules:?}"
+        );
+        assert!(
+            root_rules
+                .iter()
+                .any(|r| r.contains("self.metadata.name.matches(")),
+            "{root_rules:?}"
+        );
     }
 
     #[test]

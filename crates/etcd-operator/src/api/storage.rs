@@ -5,22 +5,28 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::rules;
+
 /// Persistent storage of each member: one PersistentVolumeClaim per member.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = kube::core::Rule::new("has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)").message("storage.storageClassName is immutable"))]
-#[x_kube(validation = kube::core::Rule::new("quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0").message("storage.size may only grow"))]
+#[x_kube(validation = rules::rule("!isQuantity(string(self.size)) || !isQuantity(string(oldSelf.size)) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0", "storage.size may only grow"))]
 pub struct StorageSpec {
     /// StorageClass of the members' volumes; the cluster default when unset.
     /// Immutable. A class whose volumes can attach on any node (network
     /// disks) lets a member move when its node is confirmed gone; node-local
     /// volumes are lost with their node and the member is then replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = rules::rule(format!("self == '' || self.matches('{}')", rules::DNS1123_SUBDOMAIN), "storage.storageClassName must be the name of a StorageClass (lower-case letters, digits, '-' and '.'), or empty for volumes without a class"))]
     pub storage_class_name: Option<String>,
 
-    /// Size of each member's volume. May only grow (when the StorageClass
-    /// allows volume expansion).
+    /// Size of each member's volume: a positive quantity such as `10Gi`.
+    /// May only grow (when the StorageClass allows volume expansion).
     #[serde(default = "default_size")]
+    #[schemars(extend("nullable" = false))]
+    #[x_kube(validation = rules::rule("isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))", "storage.size must be a positive quantity such as 10Gi"))]
     pub size: Quantity,
 
     /// What happens to a member's PVC when scale-down removes the member:

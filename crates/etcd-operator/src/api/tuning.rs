@@ -4,16 +4,33 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::rules;
+
+/// The smallest `etcd.quotaBackendBytes`: 16 MiB.
+pub const MIN_QUOTA: i64 = 16 * 1024 * 1024;
+/// The largest `etcd.quotaBackendBytes`: 8 GiB, etcd's suggested maximum.
+pub const MAX_QUOTA: i64 = 8 * 1024 * 1024 * 1024;
+
 /// etcd tuning. Defaults are etcd's own.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = kube::core::Rule::new("self.electionTimeoutMs >= 5 * self.heartbeatIntervalMs").message("etcd.electionTimeoutMs must be at least 5 times etcd.heartbeatIntervalMs"))]
+#[x_kube(validation = rules::rule("self.autoCompactionMode != 'revision' || self.autoCompactionRetention.matches('^[0-9]+$')", "in revision mode etcd.autoCompactionRetention is a number of revisions such as 1000, not a duration"))]
 pub struct EtcdTuning {
     /// Backend quota in bytes (`--quota-backend-bytes`); etcd raises the
-    /// NOSPACE alarm beyond it. 2 GiB by default, 8 GiB is the suggested
-    /// maximum.
+    /// NOSPACE alarm beyond it and the cluster only serves reads and
+    /// deletes until a person compacts, defragments and disarms it.
+    /// 2 GiB by default; from 16 MiB to 8 GiB. The floor is a sanity bound,
+    /// not etcd's: etcd takes any value, but the database file counts every
+    /// page, freed ones included, until a defragmentation, so a quota of a
+    /// few KiB (`100` is 100 bytes, most likely a units mistake) makes the
+    /// first writes raise NOSPACE and leaves the cluster read-only. (etcd
+    /// reads 0 as its 2 GiB default, which this field already is.) The
+    /// ceiling: 8 GiB is etcd's documented suggested maximum (etcd warns at
+    /// startup beyond it); snapshots, backups, restores and member
+    /// replacement all grow with the database.
     #[serde(default = "default_quota")]
-    #[schemars(range(min = 0, max = 17179869184_i64))]
+    #[x_kube(validation = rules::rule(format!("self >= {MIN_QUOTA} && self <= {MAX_QUOTA}"), "etcd.quotaBackendBytes must be between 16 MiB (16777216) and 8 GiB (8589934592), etcd's suggested maximum"))]
     pub quota_backend_bytes: i64,
 
     /// How `autoCompactionRetention` is read (`--auto-compaction-mode`).
@@ -24,7 +41,8 @@ pub struct EtcdTuning {
     /// such as `1h` in `periodic` mode, a number of revisions in `revision`
     /// mode; `0` disables auto-compaction.
     #[serde(default = "default_retention")]
-    #[schemars(pattern(r"^([0-9]+|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"))]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = rules::rule(format!("self.matches('^[0-9]+$') || self.matches('{}')", rules::GO_DURATION), "etcd.autoCompactionRetention must be a number (hours in periodic mode, revisions in revision mode) or a Go duration such as 1h"))]
     pub auto_compaction_retention: String,
 
     /// Committed transactions between two snapshots of the raft log

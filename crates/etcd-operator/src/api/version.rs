@@ -7,8 +7,29 @@ pub const SUPPORTED: &[&str] = &["3.6.16", "3.7.3"];
 /// pinned 3.6 release.
 pub const DEFAULT: &str = "3.6.16";
 
-/// The schema pattern for `spec.version`: a 3.6 or 3.7 release.
-pub const PATTERN: &str = r"^3\.(6|7)\.(0|[1-9][0-9]*)$";
+/// The shape of `spec.version`: a 3.6 or 3.7 release.
+pub const PATTERN: &str = "^3[.](6|7)[.](0|[1-9][0-9]*)$";
+
+/// The admission rule of `spec.version`: [`PATTERN`].
+pub fn rule() -> kube::core::Rule {
+    super::rules::rule(
+        format!("self.matches('{PATTERN}')"),
+        "version must be an etcd 3.6 or 3.7 release such as 3.6.16",
+    )
+}
+
+/// The transition rule of `spec.version`: the minor release never goes
+/// down. etcd refuses to start on data written by a newer minor release
+/// (its storage version) unless the cluster was first downgraded through
+/// etcd's downgrade API, which the operator does not drive.
+pub fn no_minor_downgrade() -> kube::core::Rule {
+    super::rules::rule(
+        format!(
+            "!self.matches('{PATTERN}') || !oldSelf.matches('{PATTERN}') || int(self.split('.')[1]) >= int(oldSelf.split('.')[1])"
+        ),
+        "version may not go down a minor release (e.g. 3.7 to 3.6): etcd does not start on data written by a newer minor release",
+    )
+}
 
 /// Whether this operator release knows how to run `version`.
 pub fn is_supported(version: &str) -> bool {

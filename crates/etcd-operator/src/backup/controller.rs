@@ -437,9 +437,24 @@ async fn reconcile_schedule(
     let cron = match CronSchedule::parse(&schedule.spec.schedule) {
         Ok(cron) => cron,
         Err(message) => {
+            // Admission refuses a schedule of the wrong shape; one with a
+            // field out of range, one that never fires, or one stored
+            // before admission checked the shape ends here. No backup is
+            // due: say so in status (no next time) and once as an Event,
+            // until the spec changes.
+            let reported = status.conditions.iter().any(|c| {
+                c.type_ == BACKUP_READY && c.reason == "InvalidSchedule" && c.message == message
+            });
             status.last_error = Some(message.clone());
+            status.next_scheduled_time = None;
             set_ready(&mut status, false, "InvalidSchedule", &message, now);
             patch_status(&api, &name, &status).await?;
+            if !reported {
+                let warning = event(EventType::Warning, "InvalidSchedule", message);
+                if let Err(error) = ctx.recorder.publish(&warning, &reference).await {
+                    tracing::warn!("cannot publish event: {error}");
+                }
+            }
             return Ok(Action::await_change());
         }
     };

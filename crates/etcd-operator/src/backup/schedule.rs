@@ -1,10 +1,9 @@
 //! Pure decisions of a backup schedule: when the next backup is due and
 //! whether the newest backup is fresh enough for `BackupReady`.
 
-use std::str::FromStr;
-
 use chrono::{DateTime, Duration, Utc};
 use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
 
 /// A parsed cron schedule (UTC).
 #[derive(Debug, Clone)]
@@ -13,11 +12,24 @@ pub struct CronSchedule {
 }
 
 impl CronSchedule {
-    /// Parses five fields, or six with seconds first.
+    /// Parses five fields (`minute hour day-of-month month day-of-week`)
+    /// or a nickname (`@hourly`, ...), as admission lets through. Seconds
+    /// and years are refused (a schedule stored before admission checked
+    /// its shape may hold them); so is an expression that never fires
+    /// (`0 0 30 2 *`).
     pub fn parse(expression: &str) -> Result<Self, String> {
-        Cron::from_str(expression)
-            .map(|cron| Self { cron })
-            .map_err(|e| format!("invalid cron schedule {expression:?}: {e}"))
+        let invalid = |why: String| format!("invalid cron schedule {expression:?}: {why}");
+        let cron = CronParser::builder()
+            .seconds(Seconds::Disallowed)
+            .year(Year::Disallowed)
+            .build()
+            .parse(expression)
+            .map_err(|e| invalid(e.to_string()))?;
+        let schedule = Self { cron };
+        if schedule.next_after(Utc::now()).is_none() {
+            return Err(invalid("it never fires".to_string()));
+        }
+        Ok(schedule)
     }
 
     /// The first fire time strictly after `after`.
@@ -102,11 +114,22 @@ mod tests {
     }
 
     #[test]
-    fn seconds_are_optional_and_garbage_is_refused() {
-        let cron = CronSchedule::parse("*/10 * * * * *").expect("six fields");
-        assert_eq!(cron.period_at(at(1, 0, 3)), Some(Duration::seconds(10)));
-        let error = CronSchedule::parse("every hour").expect_err("invalid");
-        assert!(error.contains("invalid cron schedule"), "{error}");
+    fn five_fields_or_a_nickname_and_nothing_else() {
+        let cron = CronSchedule::parse("@daily").expect("nickname");
+        assert_eq!(cron.period_at(at(1, 0, 3)), Some(Duration::days(1)));
+        let cron = CronSchedule::parse("*/15 9-17 * JAN-MAR MON-FRI").expect("names");
+        assert!(cron.next_after(at(1, 0, 0)).is_some());
+        for (expression, why) in [
+            ("every hour", "invalid cron schedule"),
+            ("*/10 * * * * *", "5 fields"),
+            ("0 0 * * * * 2030", "invalid cron schedule"),
+            ("61 * * * *", "invalid cron schedule"),
+            ("0 0 30 2 *", "never fires"),
+            ("", "invalid cron schedule"),
+        ] {
+            let error = CronSchedule::parse(expression).expect_err(expression);
+            assert!(error.contains(why), "{expression}: {error}");
+        }
     }
 
     #[test]
