@@ -25,6 +25,9 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
+pub mod survivor;
+pub mod writer;
+
 pub const OPERATOR: &str = env!("CARGO_BIN_EXE_etcd-operator");
 /// Where a test brings up its own lab when none is up.
 pub const OWN_LAB_DIR: &str = "/var/lib/etcd-lab-operator-e2e";
