@@ -194,12 +194,8 @@ async fn report_unreadable(
     object: &DynamicObject,
     unreadable: &fresh::Unreadable,
 ) {
+    // The controller logs the error this pass returns.
     let name = object.name_any();
-    tracing::warn!(
-        cluster = %name,
-        namespace = ?object.namespace(),
-        "cannot read EtcdCluster: {unreadable}; only this cluster waits"
-    );
     let reference = object.object_ref(&cluster_resource());
     let event = Event {
         type_: EventType::Warning,
