@@ -40,6 +40,9 @@ pub struct Observed {
     /// Objects under a name this cluster needs that it does not own
     /// (`Kind/name`): never taken over.
     pub unowned: Vec<String>,
+    /// Members may share a node although their volumes are (or may be)
+    /// node-local: the user chose `memberSpreading: Preferred`.
+    pub members_may_share_a_node: bool,
 }
 
 /// The state of the restore Pod.

@@ -396,6 +396,11 @@ fn spec_warnings(cx: &Context<'_>) -> String {
             cx.replicas - 1
         ));
     }
+    if cx.o.members_may_share_a_node {
+        warnings.push(
+            "spec.pod.memberSpreading is Preferred while the volumes are (or may be) node-local: two members on one node put a majority's data on one machine".to_string(),
+        );
+    }
     if !version::is_supported(&cx.o.spec.version) {
         warnings.push(format!(
             "version {} is not supported by this operator (supported: {})",

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
@@ -48,6 +49,11 @@ pub struct Snapshot {
     /// Every Node of the Kubernetes cluster by name. A node absent from
     /// this map has been deleted (the list succeeded, so absence is real).
     pub nodes: BTreeMap<String, Node>,
+    /// The StorageClass of the cluster's volumes and the CSIDriver of its
+    /// provisioner (where volumes keep their data, for member spreading).
+    /// Read only when a member Pod may be created in this pass (an expected
+    /// member has none), so a steady cluster costs no extra request.
+    pub storage: StorageFacts,
     /// What etcd said, through the pods' client endpoints.
     pub etcd: ObservedEtcd,
     /// The endpoints that were dialled.
@@ -62,6 +68,15 @@ impl Snapshot {
             .filter_map(|p| p.spec.as_ref()?.node_name.clone())
             .collect()
     }
+}
+
+/// The StorageClass the members' PVCs use, and its provisioner's CSIDriver.
+#[derive(Debug, Clone, Default)]
+pub struct StorageFacts {
+    /// `spec.storage.storageClassName`, or the default class.
+    pub class: Option<StorageClass>,
+    /// The CSIDriver named like the class's provisioner.
+    pub driver: Option<CSIDriver>,
 }
 
 /// Selector of every object of `cluster`.
@@ -184,6 +199,15 @@ pub async fn observe(
             }),
     };
 
+    let pod_may_be_created = expected
+        .iter()
+        .any(|&o| !pods.iter().any(|p| p.name_any() == member_name(&name, o)));
+    let storage = if pod_may_be_created {
+        storage_facts(client, cluster.spec.storage.storage_class_name.as_deref()).await?
+    } else {
+        StorageFacts::default()
+    };
+
     // Member Pods only (the restore Pod runs no etcd).
     let endpoints = pod_endpoints(
         pods.iter()
@@ -201,11 +225,44 @@ pub async fn observe(
         pvcs,
         unowned,
         volumes,
+        storage,
         children,
         nodes,
         etcd,
         endpoints,
     })
+}
+
+/// The StorageClass named `name` (the default class when `None` or
+/// empty), and the CSIDriver of its provisioner.
+async fn storage_facts(client: &Client, name: Option<&str>) -> Result<StorageFacts, ObserveError> {
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    let class = match name.filter(|n| !n.is_empty()) {
+        Some(name) => read_one(&classes, name.to_owned(), "storageclass").await?,
+        None => classes
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| ObserveError::List {
+                kind: "storageclasses",
+                cluster: String::new(),
+                source,
+            })?
+            .items
+            .into_iter()
+            .find(|c| {
+                c.annotations()
+                    .get("storageclass.kubernetes.io/is-default-class")
+                    .is_some_and(|v| v == "true")
+            }),
+    };
+    let driver = match &class {
+        Some(class) => {
+            let drivers: Api<CSIDriver> = Api::all(client.clone());
+            read_one(&drivers, class.provisioner.clone(), "csidriver").await?
+        }
+        None => None,
+    };
+    Ok(StorageFacts { class, driver })
 }
 
 /// The named object, if it exists.

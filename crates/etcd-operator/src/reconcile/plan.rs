@@ -18,6 +18,7 @@ use crate::api::{EtcdCluster, EtcdClusterStatus};
 use crate::planner::{self, Action, EventType, Observed, OrdinalObjects};
 use crate::resources::names::{member_name, ordinal_of_member, pvc_name};
 use crate::resources::restore::restore_pod_name;
+use crate::resources::scheduling::{self, PlacementFacts, VolumeLocality};
 use crate::resources::{self, MemberAddressing};
 
 /// What the seam needs beyond the observation to build objects.
@@ -138,6 +139,10 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
     Observed {
         restore_pod,
         unowned: snapshot.unowned.clone(),
+        members_may_share_a_node: scheduling::members_may_share_a_node_with_their_data(
+            &cluster.spec.pod,
+            placement(cluster, snapshot).volumes,
+        ),
         name,
         uid: cluster.uid().unwrap_or_default(),
         generation: cluster.metadata.generation,
@@ -152,6 +157,45 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
             .iter()
             .map(|(name, node)| (name.clone(), facts::node_state(node)))
             .collect(),
+    }
+}
+
+/// Where the members' volumes keep their data and how many zones their
+/// nodes span: what member spreading is decided from.
+pub fn placement(cluster: &EtcdCluster, snapshot: &Snapshot) -> PlacementFacts {
+    let class = snapshot
+        .storage
+        .class
+        .as_ref()
+        .map_or(VolumeLocality::Unknown, |class| {
+            scheduling::storage_class_locality(class, snapshot.storage.driver.as_ref())
+        });
+    let bound: Vec<_> = snapshot
+        .pvcs
+        .iter()
+        .map(|pvc| {
+            let volume = pvc
+                .spec
+                .as_ref()
+                .and_then(|s| s.volume_name.as_ref())
+                .and_then(|v| snapshot.volumes.get(v))
+                .and_then(Option::as_ref);
+            facts::volume_kind(volume)
+        })
+        .collect();
+    let selector = &cluster.spec.pod.node_selector;
+    let eligible = snapshot.nodes.values().filter(|node| {
+        let labels = node.labels();
+        facts::node_readiness(node).0
+            && !node
+                .spec
+                .as_ref()
+                .is_some_and(|s| s.unschedulable == Some(true))
+            && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+    });
+    PlacementFacts {
+        volumes: scheduling::volume_locality(class, bound.iter()),
+        zones: Some(scheduling::zone_count(eligible)).filter(|&zones| zones > 0),
     }
 }
 
@@ -199,13 +243,17 @@ fn to_step(
             ordinal,
             bootstrap,
             identity,
-        } => Step::Apply(Child::Pod(Box::new(resources::member_pod(
+        } => Step::Apply(Child::Pod(Box::new(resources::member_pod_with(
             cluster,
             &addressing,
             &settings.operator_image,
             *ordinal,
             bootstrap,
             identity,
+            &resources::MemberPodFacts {
+                placement: placement(cluster, snapshot),
+                etcd_ran_on_volume: false,
+            },
         )))),
         Action::DeletePod { ordinal, force, .. } => {
             let pod_name = member(*ordinal);

@@ -610,6 +610,7 @@ impl Sim {
             ordinals,
             nodes,
             unowned: Vec::new(),
+            members_may_share_a_node: false,
             restore_pod: self.restore_pod.as_ref().map(|r| {
                 if r.done {
                     crate::planner::RestorePodState::Succeeded

@@ -89,6 +89,7 @@ fn snapshot() -> Snapshot {
         pvcs: Vec::new(),
         unowned: Vec::new(),
         volumes: BTreeMap::new(),
+        storage: Default::default(),
         children: Children::default(),
         nodes: ["n1", "n2", "n3"]
             .into_iter()
@@ -237,4 +238,65 @@ fn a_pod_on_a_deleted_node_is_force_deleted_with_its_uid() {
         }
         other => panic!("expected a forced delete of demo-2, got {other:?}"),
     }
+}
+
+fn required_node_anti_affinity(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .is_some_and(|terms| {
+            terms
+                .iter()
+                .any(|t| t.topology_key == "kubernetes.io/hostname")
+        })
+}
+
+#[test]
+fn member_pods_are_spread_by_where_their_volumes_keep_data() {
+    let mut snap = snapshot();
+    snap.children = Children {
+        peer_service: true,
+        client_service: true,
+        pdb: false,
+        pdb_min_available: None,
+    };
+    snap.pvcs = (0..3).map(|o| pvc(o, "", json!({}))).collect();
+    // Nothing known of the volumes: members never share a node.
+    let pass = plan(&cluster(), &snap, &settings(), now());
+    let Some(Step::Apply(Child::Pod(pod))) = pass.step else {
+        panic!("expected a Pod, got {:?}", pass.step);
+    };
+    assert!(required_node_anti_affinity(&pod));
+    // A class whose CSI driver attaches volumes anywhere: only preferred.
+    snap.storage = super::super::observe::StorageFacts {
+        class: serde_json::from_value(json!({
+            "metadata": { "name": "lab-network" },
+            "provisioner": "network.etcd-lab.dev"
+        }))
+        .ok(),
+        driver: serde_json::from_value(json!({
+            "metadata": { "name": "network.etcd-lab.dev" },
+            "spec": { "attachRequired": true }
+        }))
+        .ok(),
+    };
+    let pass = plan(&cluster(), &snap, &settings(), now());
+    let Some(Step::Apply(Child::Pod(pod))) = pass.step else {
+        panic!("expected a Pod, got {:?}", pass.step);
+    };
+    assert!(!required_node_anti_affinity(&pod));
+    // A PV pinned to a node wins over the class.
+    snap.pvcs[1] = pvc(1, "pv-1", json!({}));
+    snap.volumes
+        .insert("pv-1".into(), Some(local_pv("pv-1", "n2")));
+    let pass = plan(&cluster(), &snap, &settings(), now());
+    let Some(Step::Apply(Child::Pod(pod))) = pass.step else {
+        panic!("expected a Pod, got {:?}", pass.step);
+    };
+    assert!(required_node_anti_affinity(&pod));
 }
