@@ -8,9 +8,20 @@
 //!   size), downloads the incremental segments after it, records what it
 //!   chose in `restore-<token>.plan.json`, and installs the operator binary
 //!   for `replay`, which runs in the etcd image;
-//! - after `etcdutl snapshot restore`, `replay` serves the restored data dir
-//!   with etcd on loopback only and applies the segments, one revision per
-//!   transaction, up to the wanted revision.
+//! - after `etcdutl snapshot restore` of the full backup into
+//!   `restore-<token>.base/`, `replay` serves that data dir with etcd on
+//!   loopback only, applies the segments, one revision per transaction, up
+//!   to the wanted revision (so every revision keeps its number from the
+//!   source, and the replay checks each), and writes the replayed etcd's
+//!   snapshot as `restore-<token>.db`; with no segment to replay, the full
+//!   backup itself is that snapshot.
+//!
+//! The revision bump comes after the replay, when the last container of
+//! the Pod restores `restore-<token>.db` with `etcdutl snapshot restore
+//! --bump-revision --mark-compacted` (see
+//! [`crate::restore_volume::REVISION_BUMP`]): the old cluster may have
+//! served every revision after the restored one, and the bump must clear
+//! the last of them, not the full backup's.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -66,6 +77,8 @@ pub enum RestoreBackupError {
     Install(#[from] crate::member_guard::MemberGuardError),
     #[error("replay: {0}")]
     Replay(String),
+    #[error("replay: {0}")]
+    Loopback(#[from] crate::restore_replay::LoopbackError),
     #[error("the encryption key in {path} is unusable: {reason}")]
     Key { path: PathBuf, reason: String },
 }
@@ -174,12 +187,15 @@ async fn fetch_backup(
         });
     }
 
-    for stale in [&layout.staging] {
+    for stale in [&layout.staging, &layout.base] {
         if stale.exists() {
             std::fs::remove_dir_all(stale).map_err(io("removing", stale))?;
         }
     }
-    download_backup(&store, &base, &layout.source_db).await?;
+    if layout.source_db.exists() {
+        std::fs::remove_file(&layout.source_db).map_err(io("removing", &layout.source_db))?;
+    }
+    download_backup(&store, &base, &layout.backup_db).await?;
     let plan = FetchPlan {
         location: store.url(&store.path(&base.object)),
         backup: name,
@@ -264,6 +280,15 @@ pub fn replay(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), Re
             source,
         })?;
     if plan.segments == 0 || plan.target_revision <= plan.base_revision {
+        // The full backup is the snapshot to restore (its hash is checked
+        // again by etcdutl).
+        let temporary = layout.source_db.with_extension("part");
+        std::fs::copy(&layout.backup_db, &temporary).map_err(io("copying to", &temporary))?;
+        std::fs::File::open(&temporary)
+            .and_then(|f| f.sync_all())
+            .map_err(io("syncing", &temporary))?;
+        std::fs::rename(&temporary, &layout.source_db)
+            .map_err(io("renaming into", &layout.source_db))?;
         println!(
             "no incremental segment to replay: the restore holds revision {} of backup {}",
             plan.base_revision, plan.backup
@@ -283,7 +308,7 @@ pub fn replay(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), Re
         key,
     ))?;
     println!(
-        "replayed {} incremental segments of backup {}: the restore holds revision {revision}",
+        "replayed {} incremental segments of backup {}: the restore holds revision {revision} (before the revision bump)",
         plan.segments, plan.backup
     );
     Ok(())

@@ -1,29 +1,286 @@
-//! `restore-volume replay`: serve the freshly restored data dir with etcd on
-//! loopback only (no peer can reach it, no client but this one), apply the
-//! fetched incremental segments, and stop etcd cleanly so that the data dir
-//! holds every replayed revision when the member starts on it.
+//! A throwaway etcd on loopback only, on a scratch data dir of the restore
+//! Pod, and the two restore steps that use one:
+//!
+//! - `restore-volume apply-wal`: etcd started with `--force-new-cluster` on
+//!   the *copy* of the survivor's data dir replays the survivor's WAL (the
+//!   entries its db file lacks), then its snapshot is the restore's source;
+//! - `restore-volume replay`: etcd on the data dir restored from a full
+//!   backup receives the fetched incremental segments, then its snapshot is
+//!   the restore's source.
+//!
+//! Either way the snapshot keeps the source's revisions, and the last
+//! container of the restore Pod (`etcdutl snapshot restore --bump-revision
+//! --mark-compacted`) moves the new incarnation past every revision the old
+//! cluster may have served. The etcd is stopped before the step ends; no
+//! client but the step's reaches it (loopback, ports of its own), and with
+//! `block_peers` no old peer either (see [`LoopbackEtcd::start`]).
 
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use object_store::local::LocalFileSystem;
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
-use crate::backup::{BackupStore, EncryptionKey};
+use crate::backup::incremental::replay::LeaseKeeper;
+use crate::backup::{BackupStore, EncryptionKey, SnapshotVerifier};
 use crate::restore_backup::{FetchPlan, RestoreBackupError};
 use crate::restore_volume::RestoreLayout;
 
 /// Largest replay transaction etcd accepts (one source revision).
 const MAX_REQUEST_BYTES: u64 = 256 * 1024 * 1024;
 
-/// How long etcd may take to serve the restored data dir.
-const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long etcd may take to serve a data dir (a large WAL to replay).
+const START_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Replays the segments of `plan` on the restored data dir; returns the
-/// revision the data dir holds afterwards.
+/// Longest wait for the next message of the snapshot stream.
+const SNAPSHOT_MESSAGE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why the throwaway etcd failed; each `Display` is one line.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopbackError {
+    #[error("no free loopback port: {0}")]
+    Port(std::io::Error),
+    #[error("starting {binary}: {source}")]
+    Spawn {
+        binary: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("etcd exited on {data_dir} ({status})")]
+    Exited {
+        data_dir: PathBuf,
+        status: std::process::ExitStatus,
+    },
+    #[error("etcd did not serve {data_dir} within {timeout:?}")]
+    NotServing {
+        data_dir: PathBuf,
+        timeout: Duration,
+    },
+    #[error("etcd on {data_dir}: {what}: {message}")]
+    Request {
+        data_dir: PathBuf,
+        what: &'static str,
+        message: String,
+    },
+    #[error("the snapshot of {data_dir} is unusable: {reason}")]
+    Snapshot { data_dir: PathBuf, reason: String },
+    #[error(
+        "the snapshot of {data_dir} holds revision {before}, but etcd moved to {after} while it was taken"
+    )]
+    Moved {
+        data_dir: PathBuf,
+        before: i64,
+        after: i64,
+    },
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// One etcd process serving a scratch data dir on loopback only; killed
+/// when dropped, stopped cleanly by [`LoopbackEtcd::stop`].
+pub struct LoopbackEtcd {
+    child: Child,
+    data_dir: PathBuf,
+    client: etcd_client::Client,
+}
+
+impl LoopbackEtcd {
+    /// Starts `etcd_binary` on `data_dir` as `member_name` with loopback
+    /// client and peer URLs and `extra` flags, and waits until it serves.
+    ///
+    /// `block_peers`: the data dir lists other members (a copy of a
+    /// survivor of a larger cluster) whose peer URLs are real addresses.
+    /// `--force-new-cluster` removes them in the first entries it applies,
+    /// but etcd's peer transport is set up from the old membership just
+    /// before. Every non-loopback peer connection is then sent to a closed
+    /// loopback port as its HTTP proxy (etcd's peer transport honours
+    /// `HTTP(S)_PROXY`; Go never proxies loopback addresses), so this etcd
+    /// cannot reach, vote with or send entries to a member of the old
+    /// cluster that still runs.
+    pub async fn start(
+        etcd_binary: &Path,
+        member_name: &str,
+        data_dir: &Path,
+        extra: &[String],
+        block_peers: bool,
+    ) -> Result<Self, LoopbackError> {
+        let client_url = format!("http://127.0.0.1:{}", free_loopback_port()?);
+        let peer_url = format!("http://127.0.0.1:{}", free_loopback_port()?);
+        let mut command = Command::new(etcd_binary);
+        command
+            .arg(format!("--name={member_name}"))
+            .arg(format!("--data-dir={}", data_dir.display()))
+            .arg(format!("--listen-client-urls={client_url}"))
+            .arg(format!("--advertise-client-urls={client_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster={member_name}={peer_url}"))
+            .arg("--log-level=warn")
+            .args(extra)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        if block_peers {
+            let nowhere = format!("http://127.0.0.1:{}", free_loopback_port()?);
+            for name in ["NO_PROXY", "no_proxy"] {
+                command.env_remove(name);
+            }
+            for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+                command.env(name, &nowhere);
+            }
+        }
+        let child = command.spawn().map_err(|source| LoopbackError::Spawn {
+            binary: etcd_binary.to_path_buf(),
+            source,
+        })?;
+        let mut child = child;
+        let client = match connect(&client_url, &mut child, data_dir).await {
+            Ok(client) => client,
+            Err(error) => {
+                stop_child(&mut child).await;
+                return Err(error);
+            }
+        };
+        Ok(Self {
+            child,
+            data_dir: data_dir.to_path_buf(),
+            client,
+        })
+    }
+
+    /// A client of this etcd.
+    pub fn client(&self) -> etcd_client::Client {
+        self.client.clone()
+    }
+
+    /// The current revision (a linearizable read).
+    pub async fn revision(&self) -> Result<i64, LoopbackError> {
+        let mut client = self.client.clone();
+        let response = client
+            .get(
+                vec![0u8],
+                Some(etcd_client::GetOptions::new().with_count_only()),
+            )
+            .await
+            .map_err(|e| self.request("read the revision", e))?;
+        Ok(response.header().map_or(0, |h| h.revision()))
+    }
+
+    /// Streams a snapshot into `path` (through a temporary file, synced,
+    /// renamed into place), checked against its SHA-256 trailer, and
+    /// returns the revision it holds. The revision must not move while the
+    /// snapshot is taken (nothing but this step writes to this etcd).
+    pub async fn snapshot_to(&self, path: &Path) -> Result<i64, LoopbackError> {
+        let before = self.revision().await?;
+        let temporary = path.with_extension("part");
+        let mut file = tokio::fs::File::create(&temporary)
+            .await
+            .map_err(io("creating", &temporary))?;
+        let mut stream = self
+            .client
+            .maintenance_client()
+            .snapshot()
+            .await
+            .map_err(|e| self.request("open the snapshot stream", e))?;
+        let mut verifier = SnapshotVerifier::new();
+        loop {
+            let message = tokio::time::timeout(SNAPSHOT_MESSAGE_TIMEOUT, stream.message())
+                .await
+                .map_err(|_| LoopbackError::Snapshot {
+                    data_dir: self.data_dir.clone(),
+                    reason: format!("no data for {SNAPSHOT_MESSAGE_TIMEOUT:?}"),
+                })?
+                .map_err(|e| self.request("read the snapshot stream", e))?;
+            let Some(message) = message else { break };
+            verifier.update(message.blob());
+            file.write_all(message.blob())
+                .await
+                .map_err(io("writing", &temporary))?;
+        }
+        verifier
+            .finish()
+            .map_err(|reason| LoopbackError::Snapshot {
+                data_dir: self.data_dir.clone(),
+                reason,
+            })?;
+        file.sync_all().await.map_err(io("syncing", &temporary))?;
+        drop(file);
+        let after = self.revision().await?;
+        if after != before {
+            return Err(LoopbackError::Moved {
+                data_dir: self.data_dir.clone(),
+                before,
+                after,
+            });
+        }
+        tokio::fs::rename(&temporary, path)
+            .await
+            .map_err(io("renaming into", path))?;
+        Ok(before)
+    }
+
+    /// SIGTERM (etcd flushes and exits), then SIGKILL after a grace period.
+    pub async fn stop(mut self) {
+        stop_child(&mut self.child).await;
+    }
+
+    fn request(&self, what: &'static str, error: etcd_client::Error) -> LoopbackError {
+        LoopbackError::Request {
+            data_dir: self.data_dir.clone(),
+            what,
+            message: error.to_string(),
+        }
+    }
+}
+
+/// `restore-volume apply-wal`: the survivor's WAL replayed by etcd on the
+/// copy of its data dir, whose snapshot becomes the restore's source;
+/// returns the revision it holds. The copy is removed afterwards.
+pub async fn apply_survivor_wal(
+    etcd_binary: &Path,
+    member_name: &str,
+    layout: &RestoreLayout,
+) -> Result<i64, LoopbackError> {
+    let etcd = LoopbackEtcd::start(
+        etcd_binary,
+        member_name,
+        &layout.survivor_copy,
+        &["--force-new-cluster".to_string()],
+        true,
+    )
+    .await?;
+    // Leases the survivor held must not expire while nobody can reach
+    // this etcd to keep them alive: their keys belong to the restore.
+    let mut client = etcd.client();
+    let leases = LeaseKeeper::start(&mut client).await;
+    let result = match leases {
+        Ok(leases) => {
+            let result = etcd.snapshot_to(&layout.source_db).await;
+            leases.stop();
+            result
+        }
+        Err(error) => Err(LoopbackError::Request {
+            data_dir: layout.survivor_copy.clone(),
+            what: "keep the leases alive",
+            message: error.to_string(),
+        }),
+    };
+    etcd.stop().await;
+    let revision = result?;
+    std::fs::remove_dir_all(&layout.survivor_copy)
+        .map_err(io("removing", &layout.survivor_copy))?;
+    Ok(revision)
+}
+
+/// `restore-volume replay`: replays the segments of `plan` on the data dir
+/// restored from the full backup, then writes its snapshot as the
+/// restore's source; returns the revision it holds.
 pub async fn replay_on_loopback(
     etcd_binary: &Path,
     member_name: &str,
@@ -31,46 +288,51 @@ pub async fn replay_on_loopback(
     plan: &FetchPlan,
     key: Option<EncryptionKey>,
 ) -> Result<i64, RestoreBackupError> {
-    let failed = |what: String| RestoreBackupError::Replay(what);
-    let client_port = free_loopback_port().map_err(|e| failed(format!("no free port: {e}")))?;
-    let peer_port = free_loopback_port().map_err(|e| failed(format!("no free port: {e}")))?;
-    let client_url = format!("http://127.0.0.1:{client_port}");
-    let peer_url = format!("http://127.0.0.1:{peer_port}");
     // The data dir already holds its membership (written by etcdutl with
-    // the member's real peer URL); the loopback URLs only say where this
-    // temporary server listens.
-    let mut etcd = Command::new(etcd_binary)
-        .arg(format!("--name={member_name}"))
-        .arg(format!("--data-dir={}", layout.staging.display()))
-        .arg(format!("--listen-client-urls={client_url}"))
-        .arg(format!("--advertise-client-urls={client_url}"))
-        .arg(format!("--listen-peer-urls={peer_url}"))
-        .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-        .arg(format!("--initial-cluster={member_name}={peer_url}"))
-        // One transaction per source revision: a lease revoked in the
-        // source deleted all its keys in one revision.
-        .arg("--max-txn-ops=1000000")
-        .arg(format!("--max-request-bytes={MAX_REQUEST_BYTES}"))
-        .arg("--log-level=warn")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| failed(format!("starting {}: {e}", etcd_binary.display())))?;
-
-    let result = replay_against(&client_url, &mut etcd, layout, plan, key).await;
-    stop(&mut etcd).await;
-    result
+    // the member's real peer URL, no other member); the loopback URLs only
+    // say where this temporary server listens.
+    let etcd = LoopbackEtcd::start(
+        etcd_binary,
+        member_name,
+        &layout.base,
+        &[
+            // One transaction per source revision: a lease revoked in the
+            // source deleted all its keys in one revision.
+            "--max-txn-ops=1000000".to_string(),
+            format!("--max-request-bytes={MAX_REQUEST_BYTES}"),
+        ],
+        false,
+    )
+    .await?;
+    let result = replay_against(&etcd, layout, plan, key).await;
+    let snapshot = match result {
+        Ok(replayed) => etcd
+            .snapshot_to(&layout.source_db)
+            .await
+            .map_err(RestoreBackupError::from)
+            .and_then(|held| {
+                if held == replayed {
+                    Ok(held)
+                } else {
+                    Err(RestoreBackupError::Replay(format!(
+                        "the replay reached revision {replayed} but the snapshot holds {held}"
+                    )))
+                }
+            }),
+        Err(error) => Err(error),
+    };
+    etcd.stop().await;
+    snapshot
 }
 
 async fn replay_against(
-    client_url: &str,
-    etcd: &mut Child,
+    etcd: &LoopbackEtcd,
     layout: &RestoreLayout,
     plan: &FetchPlan,
     key: Option<EncryptionKey>,
 ) -> Result<i64, RestoreBackupError> {
     let failed = |what: String| RestoreBackupError::Replay(what);
-    let mut client = connect(client_url, etcd).await?;
+    let mut client = etcd.client();
     let local = LocalFileSystem::new_with_prefix(&layout.segments)
         .map_err(|e| failed(format!("opening {}: {e}", layout.segments.display())))?;
     let store = BackupStore::from_parts(
@@ -94,33 +356,35 @@ async fn replay_against(
 async fn connect(
     client_url: &str,
     etcd: &mut Child,
-) -> Result<etcd_client::Client, RestoreBackupError> {
+    data_dir: &Path,
+) -> Result<etcd_client::Client, LoopbackError> {
     let started = Instant::now();
     loop {
         if let Ok(Some(status)) = etcd.try_wait() {
-            return Err(RestoreBackupError::Replay(format!(
-                "etcd exited on the restored data dir ({status})"
-            )));
+            return Err(LoopbackError::Exited {
+                data_dir: data_dir.to_path_buf(),
+                status,
+            });
         }
         let options = etcd_client::ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(2))
-            .with_timeout(Duration::from_secs(5));
+            .with_timeout(Duration::from_secs(30));
         if let Ok(mut client) = etcd_client::Client::connect([client_url], Some(options)).await
-            && client.status().await.is_ok()
+            && client.get(vec![0u8], None).await.is_ok()
         {
             return Ok(client);
         }
         if started.elapsed() > START_TIMEOUT {
-            return Err(RestoreBackupError::Replay(format!(
-                "etcd did not serve the restored data dir within {START_TIMEOUT:?}"
-            )));
+            return Err(LoopbackError::NotServing {
+                data_dir: data_dir.to_path_buf(),
+                timeout: START_TIMEOUT,
+            });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
-/// SIGTERM (etcd flushes and exits), then SIGKILL after a grace period.
-async fn stop(etcd: &mut Child) {
+async fn stop_child(etcd: &mut Child) {
     if let Some(pid) = etcd.id().and_then(|p| i32::try_from(p).ok()) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
@@ -135,6 +399,18 @@ async fn stop(etcd: &mut Child) {
     }
 }
 
-fn free_loopback_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+fn free_loopback_port() -> Result<u16, LoopbackError> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(LoopbackError::Port)
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LoopbackError {
+    let path = path.to_path_buf();
+    move |source| LoopbackError::Io {
+        action,
+        path,
+        source,
+    }
 }

@@ -2,13 +2,20 @@
 //! incarnation on one member's volume (see `planner::restore` and
 //! `restore_volume`). Every step can run again:
 //!
-//! - from a survivor: `restore-volume prepare` (operator image), `etcdutl
-//!   snapshot restore` (etcd image), `restore-volume finish`;
+//! - from a survivor: `restore-volume prepare` (operator image: copy the
+//!   survivor's data dir, WAL included, and install the operator binary for
+//!   the next step), `restore-volume apply-wal` (etcd image: etcd with
+//!   `--force-new-cluster` on loopback replays the copy's WAL and writes
+//!   its snapshot);
 //! - from a backup: `restore-volume fetch-backup` (operator image: download
 //!   and verify the snapshot and its incremental segments, and install the
-//!   operator binary for the next step), `etcdutl snapshot restore` (hash
-//!   checked), `restore-volume replay` (etcd image: the segments replayed
-//!   on a loopback-only etcd), `restore-volume finish`.
+//!   operator binary), `etcdutl snapshot restore` of the full backup (hash
+//!   checked) into a scratch data dir, `restore-volume replay` (etcd image:
+//!   the segments replayed on a loopback-only etcd, then its snapshot);
+//! - then, for both, `etcdutl snapshot restore` of that snapshot (hash
+//!   checked) with `--bump-revision` [`REVISION_BUMP`] `--mark-compacted`,
+//!   so that no revision the old cluster served is served again with other
+//!   content, and `restore-volume finish`.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +29,7 @@ use super::names::{MemberAddressing, member_name, pvc_name};
 use super::objects::{DATA_MOUNT, ETCD_BINARY, ETCD_USER, GUARD_BINARY, GUARD_DIR};
 use crate::api::identity::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
 use crate::api::{BackupSource, EtcdCluster, version};
-use crate::restore_volume::RestoreLayout;
+use crate::restore_volume::{REVISION_BUMP, RestoreLayout};
 
 /// Where the restore Pod mounts the backup destination's credentials Secret.
 pub const CREDENTIALS_MOUNT: &str = "/var/run/backup-credentials";
@@ -95,44 +102,83 @@ pub fn restore_pod(
         ..Container::default()
     };
     let peer_url = addressing.peer_url(ordinal);
-    let etcdutl = Container {
-        name: "etcdutl".to_string(),
-        image: Some(version::image(&cluster.spec.version)),
-        command: Some(vec!["/usr/local/bin/etcdutl".to_string()]),
-        args: Some(
-            [
+    // `etcdutl snapshot restore` of a snapshot taken through etcd's API
+    // (its hash is checked) into a new data dir of the new incarnation.
+    let etcdutl =
+        |name: &str, snapshot: &std::path::Path, data_dir: &std::path::Path, bump: bool| {
+            let mut args = vec![
                 "snapshot".to_string(),
                 "restore".to_string(),
-                layout.source_db.display().to_string(),
-            ]
-            .into_iter()
-            // A member's live db has no snapshot hash appended; a backup
-            // is a snapshot and its hash is checked.
-            .chain(backup.is_none().then(|| "--skip-hash-check".to_string()))
-            .chain([
+                snapshot.display().to_string(),
                 format!("--name={member}"),
                 format!("--initial-cluster={member}={peer_url}"),
                 format!("--initial-cluster-token={token}"),
                 format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--data-dir={}", layout.staging.display()),
-            ])
-            .collect(),
-        ),
-        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
-        volume_mounts: Some(vec![mount.clone()]),
-        security_context: Some(security.clone()),
-        ..Container::default()
+                format!("--data-dir={}", data_dir.display()),
+            ];
+            if bump {
+                args.push(format!("--bump-revision={REVISION_BUMP}"));
+                args.push("--mark-compacted".to_string());
+            }
+            Container {
+                name: name.to_string(),
+                image: Some(version::image(&cluster.spec.version)),
+                command: Some(vec!["/usr/local/bin/etcdutl".to_string()]),
+                args: Some(args),
+                termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+                volume_mounts: Some(vec![mount.clone()]),
+                security_context: Some(security.clone()),
+                ..Container::default()
+            }
+        };
+    // A step of this binary in the etcd image (installed by the step
+    // before it), which runs etcd on loopback on a scratch data dir.
+    let etcd_step = |step: &str, extra: Vec<String>, extra_mounts: Vec<VolumeMount>| {
+        let mut args = step_args(step);
+        args.push(format!("--etcd-binary={ETCD_BINARY}"));
+        args.extend(extra);
+        let mut mounts = vec![mount.clone(), tools_mount.clone()];
+        mounts.extend(extra_mounts);
+        Container {
+            name: step.to_string(),
+            image: Some(version::image(&cluster.spec.version)),
+            command: Some(vec![GUARD_BINARY.to_string()]),
+            args: Some(args),
+            termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+            volume_mounts: Some(mounts),
+            security_context: Some(security.clone()),
+            ..Container::default()
+        }
     };
-    let mut volumes = vec![Volume {
-        name: "data".to_string(),
-        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-            claim_name: pvc_name(&name, ordinal),
-            read_only: Some(false),
-        }),
-        ..Volume::default()
-    }];
+    let restore = etcdutl("etcdutl", &layout.source_db, &layout.staging, true);
+    let mut volumes = vec![
+        Volume {
+            name: "data".to_string(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: pvc_name(&name, ordinal),
+                read_only: Some(false),
+            }),
+            ..Volume::default()
+        },
+        Volume {
+            name: "tools".to_string(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        },
+    ];
     let init_containers = match &backup {
-        None => vec![step("prepare"), etcdutl],
+        None => {
+            let mut prepare = step("prepare");
+            prepare
+                .args
+                .get_or_insert_with(Vec::new)
+                .push(format!("--install-to={GUARD_BINARY}"));
+            prepare
+                .volume_mounts
+                .get_or_insert_with(Vec::new)
+                .push(tools_mount.clone());
+            vec![prepare, etcd_step("apply-wal", vec![], vec![]), restore]
+        }
         Some(source) => {
             let own_namespace = cluster.namespace().unwrap_or_else(|| "default".to_string());
             let (namespace, backed_up) = source.folder_of(&own_namespace, &name);
@@ -147,11 +193,6 @@ pub fn restore_pod(
             args.push(format!("--install-to={GUARD_BINARY}"));
             let mounts = fetch.volume_mounts.get_or_insert_with(Vec::new);
             mounts.push(tools_mount.clone());
-            volumes.push(Volume {
-                name: "tools".to_string(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Volume::default()
-            });
             if let Some(secret) = source.destination.credentials_secret() {
                 args.push(format!("--credentials-dir={CREDENTIALS_MOUNT}"));
                 mounts.push(credentials_mount.clone());
@@ -193,25 +234,16 @@ pub fn restore_pod(
                     ..Volume::default()
                 });
             }
-            let mut replay_args = step_args("replay");
-            replay_args.push(format!("--etcd-binary={ETCD_BINARY}"));
-            let mut replay_mounts = vec![mount.clone(), tools_mount.clone()];
-            if let Some((arg, key_mount)) = key_file {
-                // The fetched segments stay sealed on the volume.
-                replay_args.push(arg);
-                replay_mounts.push(key_mount);
-            }
-            let replay = Container {
-                name: "replay".to_string(),
-                image: Some(version::image(&cluster.spec.version)),
-                command: Some(vec![GUARD_BINARY.to_string()]),
-                args: Some(replay_args),
-                termination_message_policy: Some("FallbackToLogsOnError".to_string()),
-                volume_mounts: Some(replay_mounts),
-                security_context: Some(security.clone()),
-                ..Container::default()
-            };
-            vec![fetch, etcdutl, replay]
+            // The fetched segments stay sealed on the volume.
+            let (replay_args, replay_mounts) = key_file
+                .map(|(arg, key_mount)| (vec![arg], vec![key_mount]))
+                .unwrap_or_default();
+            vec![
+                fetch,
+                etcdutl("restore-backup", &layout.backup_db, &layout.base, false),
+                etcd_step("replay", replay_args, replay_mounts),
+                restore,
+            ]
         }
     };
     let template = &cluster.spec.pod;
@@ -255,7 +287,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn restores_the_survivor_db_without_hash_check_into_a_staging_dir() {
+    fn a_survivor_restore_applies_its_wal_and_bumps_the_revision() {
         let mut cluster = EtcdCluster::new("main", crate::api::EtcdClusterSpec::default());
         cluster.metadata.namespace = Some("ns".into());
         cluster.metadata.uid = Some("uid".into());
@@ -265,8 +297,17 @@ mod tests {
         let spec = pod.spec.expect("spec");
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
         let init = spec.init_containers.expect("init");
-        let etcdutl = init[1].args.clone().expect("args");
-        assert!(etcdutl.contains(&"--skip-hash-check".to_string()));
+        let names: Vec<&str> = init.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["prepare", "apply-wal", "etcdutl"]);
+        let args = |i: usize| init[i].args.clone().expect("args");
+        assert!(args(0).contains(&format!("--install-to={GUARD_BINARY}")));
+        assert_eq!(init[1].command, Some(vec![GUARD_BINARY.to_string()]));
+        assert!(args(1).contains(&format!("--etcd-binary={ETCD_BINARY}")));
+        let etcdutl = args(2);
+        // A snapshot taken through etcd's API: its hash is checked.
+        assert!(!etcdutl.contains(&"--skip-hash-check".to_string()));
+        assert!(etcdutl.contains(&format!("--bump-revision={REVISION_BUMP}")));
+        assert!(etcdutl.contains(&"--mark-compacted".to_string()));
         assert!(etcdutl.contains(&"--initial-cluster-token=main-x-r1".to_string()));
         assert!(etcdutl.contains(&"/var/lib/etcd/restore-main-x-r1.db".to_string()));
         assert!(etcdutl.contains(&"--data-dir=/var/lib/etcd/restore-main-x-r1".to_string()));
@@ -292,10 +333,20 @@ mod tests {
         let spec = pod.spec.expect("spec");
         let init = spec.init_containers.expect("init");
         let names: Vec<&str> = init.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["fetch-backup", "etcdutl", "replay"]);
+        assert_eq!(
+            names,
+            ["fetch-backup", "restore-backup", "replay", "etcdutl"]
+        );
         let args = |i: usize| init[i].args.clone().expect("args");
         let key = format!("--encryption-key-file={ENCRYPTION_MOUNT}/encryptionKey");
         assert!(args(0).contains(&key) && args(2).contains(&key));
+        // The full backup is restored as it was; the bump comes after the
+        // replay, on the replayed snapshot.
+        assert!(!args(1).iter().any(|a| a.starts_with("--bump-revision")));
+        assert!(args(1).contains(&"--data-dir=/var/lib/etcd/restore-main-x.base".to_string()));
+        assert!(args(3).contains(&format!("--bump-revision={REVISION_BUMP}")));
+        assert!(args(3).contains(&"--mark-compacted".to_string()));
+        assert!(!args(3).contains(&"--skip-hash-check".to_string()));
         assert!(args(0).contains(&"--backup-namespace=ns".to_string()));
         assert!(args(0).contains(&"--backup-cluster=old".to_string()));
         assert!(args(0).contains(&format!("--credentials-dir={CREDENTIALS_MOUNT}")));

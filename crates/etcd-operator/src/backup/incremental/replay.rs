@@ -223,14 +223,17 @@ async fn current_revision(client: &mut Client) -> Result<i64, BackupError> {
         })
 }
 
-/// Keeps every lease of the restored etcd alive while the replay runs.
-struct LeaseKeeper {
+/// Keeps every lease of a restored etcd alive while a restore step works
+/// on it (nobody else can reach it to keep them alive, and an expiry would
+/// delete keys that belong to the restore).
+pub(crate) struct LeaseKeeper {
     ids: HashMap<i64, i64>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl LeaseKeeper {
-    async fn start(client: &mut Client) -> Result<Self, BackupError> {
+    /// Lists the leases and keeps each alive until [`LeaseKeeper::stop`].
+    pub(crate) async fn start(client: &mut Client) -> Result<Self, BackupError> {
         let etcd = |what: &str, e: etcd_client::Error| BackupError::Etcd {
             endpoint: "restored etcd".to_string(),
             message: format!("{what}: {e}"),
@@ -264,7 +267,8 @@ impl LeaseKeeper {
         self.ids.contains_key(&lease)
     }
 
-    fn stop(mut self) {
+    /// Stops the keep-alives.
+    pub(crate) fn stop(mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
         }
