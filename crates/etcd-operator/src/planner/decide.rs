@@ -386,7 +386,7 @@ fn restore_labels(cx: &Context<'_>) -> Option<Step> {
     cx.o.ordinals.iter().find_map(|(&ordinal, objects)| {
         let pvc = objects.pvc.as_ref().is_some_and(|p| p.labels_missing);
         let pod = objects.pod.as_ref().is_some_and(|p| p.labels_missing);
-        (pvc || pod).then(|| Step::Act(Action::RestoreLabels { ordinal, pvc, pod }))
+        (pvc || pod).then_some(Step::Act(Action::RestoreLabels { ordinal, pvc, pod }))
     })
 }
 

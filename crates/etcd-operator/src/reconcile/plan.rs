@@ -187,10 +187,10 @@ pub fn placement(cluster: &EtcdCluster, snapshot: &Snapshot) -> PlacementFacts {
     let eligible = snapshot.nodes.values().filter(|node| {
         let labels = node.labels();
         facts::node_readiness(node).0
-            && !node
+            && node
                 .spec
                 .as_ref()
-                .is_some_and(|s| s.unschedulable == Some(true))
+                .is_none_or(|s| s.unschedulable != Some(true))
             && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
     });
     PlacementFacts {
