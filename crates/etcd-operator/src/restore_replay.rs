@@ -36,6 +36,11 @@ const MAX_REQUEST_BYTES: u64 = 256 * 1024 * 1024;
 /// How long etcd may take to serve a data dir (a large WAL to replay).
 const START_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The scratch etcd's backend quota: far above any member's (etcd
+/// suggests at most 8 GiB), so that neither a large survivor nor a replay
+/// on a large backup stops on NOSPACE. Only a limit: nothing is allocated.
+const SCRATCH_QUOTA_BYTES: u64 = 64 * 1024 * 1024 * 1024;
+
 /// Longest wait for the next message of the snapshot stream.
 const SNAPSHOT_MESSAGE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -122,6 +127,7 @@ impl LoopbackEtcd {
             .arg(format!("--listen-peer-urls={peer_url}"))
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
             .arg(format!("--initial-cluster={member_name}={peer_url}"))
+            .arg(format!("--quota-backend-bytes={SCRATCH_QUOTA_BYTES}"))
             .arg("--log-level=warn")
             .args(extra)
             .stdin(Stdio::null())
