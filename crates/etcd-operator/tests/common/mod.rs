@@ -555,3 +555,22 @@ where
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
+
+impl Harness {
+    /// The Events (`events.k8s.io/v1`) of the test's namespace about the
+    /// object named `name`.
+    pub async fn events_about(
+        &self,
+        name: &str,
+    ) -> TestResult<Vec<k8s_openapi::api::events::v1::Event>> {
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), &self.namespace);
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .collect())
+    }
+}
