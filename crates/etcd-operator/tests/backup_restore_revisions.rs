@@ -123,10 +123,10 @@ async fn a_restore_with_replayed_segments_bumps_past_the_last_replayed_revision(
     let last = *after.last().expect("writes");
     let mut progress = handle.subscribe();
     tokio::time::timeout(Duration::from_secs(60), async {
-        while !progress
+        while progress
             .borrow_and_update()
             .durable_revision
-            .is_some_and(|r| r >= last)
+            .is_none_or(|r| r < last)
         {
             progress.changed().await.expect("watcher alive");
         }

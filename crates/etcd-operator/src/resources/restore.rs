@@ -20,13 +20,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext,
-    PodSpec, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    Container, EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, Pod, PodSpec,
+    SecretVolumeSource, Volume, VolumeMount,
 };
 use kube::ResourceExt;
 
 use super::names::{MemberAddressing, member_name, pvc_name};
-use super::objects::{DATA_MOUNT, ETCD_BINARY, ETCD_USER, GUARD_BINARY, GUARD_DIR};
+use super::objects::{DATA_MOUNT, ETCD_BINARY, GUARD_BINARY, GUARD_DIR};
 use crate::api::identity::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
 use crate::api::{BackupSource, EtcdCluster, version};
 use crate::restore_volume::{REVISION_BUMP, RestoreLayout};
@@ -65,12 +65,9 @@ pub fn restore_pod(
         mount_path: DATA_MOUNT.to_string(),
         ..VolumeMount::default()
     };
-    let security = SecurityContext {
-        allow_privilege_escalation: Some(false),
-        run_as_non_root: Some(true),
-        read_only_root_filesystem: Some(true),
-        ..SecurityContext::default()
-    };
+    // The member Pods' security: the user's pod-level context merged over
+    // the defaults, every capability dropped in each container.
+    let security = super::container_security_context();
     let tools_mount = VolumeMount {
         name: "tools".to_string(),
         mount_path: GUARD_DIR.to_string(),
@@ -264,15 +261,7 @@ pub fn restore_pod(
             init_containers: Some(init_containers),
             containers: vec![step("finish")],
             volumes: Some(volumes),
-            security_context: Some(template.security_context.clone().unwrap_or(
-                PodSecurityContext {
-                    run_as_non_root: Some(true),
-                    run_as_user: Some(ETCD_USER),
-                    run_as_group: Some(ETCD_USER),
-                    fs_group: Some(ETCD_USER),
-                    ..PodSecurityContext::default()
-                },
-            )),
+            security_context: Some(super::pod_security_context(template)),
             node_selector: (!template.node_selector.is_empty())
                 .then(|| template.node_selector.clone()),
             tolerations: (!template.tolerations.is_empty()).then(|| template.tolerations.clone()),
