@@ -5,9 +5,10 @@
 //! three voters with the same cluster ID and every key; the member keeps its
 //! name and gets a new ID.
 //!
-//! Short on its own: a deleted Node needs no timeout (the operator releases
-//! the Pod at once). Afterwards a node of the same name is added back so a
-//! reused lab keeps its shape.
+//! Short on its own: the member is replaced once it has been down for
+//! `memberFailureTimeout` (5 s here) on a Node that stays deleted. A new
+//! node in the same zone takes the deleted one's place: with node-local
+//! volumes two members never share a node, so the replacement needs it.
 
 mod common;
 
@@ -56,16 +57,17 @@ async fn scenario(h: &mut Harness) -> TestResult {
         .map(|n| n.zone.clone())
         .ok_or("zone of the node")?;
     h.lab.node_delete(&node).await?;
-
-    let outcome = replaced(h, &pod, old_id, &before).await;
-    eprintln!("replaced after {:?}", deleted.elapsed());
-    // Give the lab its node back.
-    h.lab.node_add(Some(&node), Some(&zone))?;
-    wait_for("the node to be back", Duration::from_secs(60), || async {
-        Ok(h.nodes.get_opt(&node).await?.is_some())
+    // A new machine in the same zone: with node-local volumes two members
+    // never share a node, so the replacement needs a node of its own.
+    let spare = h.lab.node_add(None, Some(&zone))?.name;
+    wait_for("the new node", Duration::from_secs(60), || async {
+        Ok(h.nodes.get_opt(&spare).await?.is_some())
     })
     .await?;
     h.mark_nodes().await?;
+
+    let outcome = replaced(h, &pod, old_id, &before).await;
+    eprintln!("replaced after {:?}", deleted.elapsed());
     outcome
 }
 
