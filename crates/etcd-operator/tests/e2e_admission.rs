@@ -570,6 +570,20 @@ fn catalogue() -> Vec<Invalid> {
         ),
         invalid(
             Cluster,
+            cluster(
+                json!({ "recovery": { "approvedIncarnation": "main-abc", "approvedSurvivor": "main-2" } }),
+            ),
+            "recovery.approvedSurvivor and recovery.approvedRevision go together",
+        ),
+        invalid(
+            Cluster,
+            cluster(
+                json!({ "recovery": { "approvedSurvivor": "main-2", "approvedRevision": 42 } }),
+            ),
+            "recovery.approvedSurvivor needs recovery.approvedIncarnation",
+        ),
+        invalid(
+            Cluster,
             from_backup(json!({ "clusterName": "Source.Cluster" })),
             "fromBackup.clusterName must start with a lower-case letter",
         ),
@@ -829,6 +843,13 @@ fn accepted() -> Vec<(Kind, String, Value)> {
                 "memberFailureTimeout": "1h30m",
                 "etcd": { "quotaBackendBytes": 8589934592_i64, "autoCompactionRetention": "1.5h" },
                 "recovery": { "policy": "NewestSurvivor", "source": "Backup", "backup": { "destination": s3(), "clusterName": "source", "namespace": "prod", "backupName": "full-20260301T120000.000Z-r4213", "revision": 4300 } },
+            })),
+        ),
+        (
+            Cluster,
+            "approved".into(),
+            cluster(json!({
+                "recovery": { "approvedIncarnation": "main-abc", "approvedSurvivor": "main-2", "approvedRevision": 4300 },
             })),
         ),
         (

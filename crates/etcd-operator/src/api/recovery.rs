@@ -13,6 +13,8 @@ use super::BackupSource;
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = kube::core::Rule::new("!has(self.source) || self.source != 'Backup' || has(self.backup)").message("recovery.source Backup needs recovery.backup: the backups to restore from"))]
+#[x_kube(validation = kube::core::Rule::new("has(self.approvedSurvivor) == has(self.approvedRevision)").message("recovery.approvedSurvivor and recovery.approvedRevision go together: the survivor and its revision as the MajorityDataLost condition names them"))]
+#[x_kube(validation = kube::core::Rule::new("!has(self.approvedSurvivor) || has(self.approvedIncarnation)").message("recovery.approvedSurvivor needs recovery.approvedIncarnation: the status.clusterToken of the incarnation whose majority was lost"))]
 pub struct RecoverySpec {
     /// `Manual` (default): wait until a person approves the restore by
     /// setting `approvedIncarnation` (and, from a survivor,
@@ -48,10 +50,12 @@ pub struct RecoverySpec {
     /// approval prepared for one loss never approves a different one, and a
     /// person may choose a survivor while another cannot be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
     pub approved_survivor: Option<String>,
 
     /// The revision of `approvedSurvivor` that the approval accepts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub approved_revision: Option<i64>,
 }
 
