@@ -19,6 +19,7 @@ mod observe;
 mod pipeline;
 mod plan;
 pub(crate) mod status;
+pub mod unreadable;
 
 pub use act::{Child, Done, Step};
 pub use controller::{Context, ControllerConfig, ControllerError, DEFAULT_OPERATOR_IMAGE, run};

@@ -13,11 +13,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
-use serde_json::json;
 
 use super::act::{self, Done};
 use super::controller::Context;
@@ -26,6 +25,7 @@ use super::node_index::ClusterKey;
 use super::observe;
 use super::plan::{self, PassPlan, PlanEvent};
 use super::status;
+use super::unreadable;
 use crate::api::{EtcdCluster, LastOperation, OperationState};
 use crate::telemetry::ClusterGauges;
 
@@ -54,7 +54,16 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
     let cluster = match fresh::decode(&object) {
         Ok(cluster) => cluster,
         Err(unreadable) => {
-            report_unreadable(ctx, &objects, &object, &unreadable).await;
+            // The controller logs the error this pass returns.
+            unreadable::report(
+                &ctx.recorder,
+                &objects,
+                &cluster_resource(),
+                "cluster",
+                &object,
+                &unreadable,
+            )
+            .await;
             return Err(ReadError::Unreadable {
                 cluster: name,
                 path: unreadable.path,
@@ -184,52 +193,6 @@ async fn read(
 fn forget(ctx: &Context, key: &ClusterKey) {
     ctx.nodes.forget(key);
     ctx.metrics.forget_cluster(&key.namespace, &key.name);
-}
-
-/// Tells about an object this operator cannot read, on that object only: a
-/// Warning Event, and where its status allows, the `Unreadable` condition.
-async fn report_unreadable(
-    ctx: &Context,
-    objects: &Api<DynamicObject>,
-    object: &DynamicObject,
-    unreadable: &fresh::Unreadable,
-) {
-    // The controller logs the error this pass returns.
-    let name = object.name_any();
-    let reference = object.object_ref(&cluster_resource());
-    let event = Event {
-        type_: EventType::Warning,
-        reason: unreadable.reason().to_owned(),
-        note: Some(truncate(&format!(
-            "this operator cannot read the {} of EtcdCluster {name} at {}: {}; it takes no action on this cluster until the object changes (other clusters are not affected)",
-            unreadable.part(),
-            unreadable.path,
-            unreadable.message
-        ))),
-        action: "Read".to_owned(),
-        secondary: None,
-    };
-    publish(ctx, &reference, event).await;
-
-    let Some(conditions) = fresh::unreadable_conditions(
-        object.data.get("status"),
-        unreadable,
-        object.metadata.generation,
-        Timestamp::now(),
-    ) else {
-        return;
-    };
-    // Only the conditions, over the status that was read.
-    let patch = json!({
-        "metadata": { "resourceVersion": object.metadata.resource_version },
-        "status": { "conditions": conditions },
-    });
-    if let Err(error) = objects
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        tracing::debug!(cluster = %name, "cannot set the Unreadable condition: {error}");
-    }
 }
 
 /// After a step, observe again soon; otherwise when the planner says, but
