@@ -4,6 +4,17 @@
 //! takes the backup, applies retention and writes status with a merge
 //! patch of the status subresource (this controller is its only writer),
 //! plus an Event.
+//!
+//! Both kinds are watched as untyped objects (`DynamicObject`), as the
+//! `EtcdCluster` controller does: a typed list or watch fails as a whole
+//! when one object does not decode (a newer CRD version, a field of
+//! another type), and then no backup or schedule at all would be
+//! reconciled. Each pass decodes its own object; one this operator cannot
+//! read gets a Warning Event and an `Unreadable` condition
+//! ([`crate::reconcile::unreadable`]) and no backup is taken for it, while
+//! every other object goes on. An incremental watcher that a schedule
+//! started before it became unreadable keeps its last settings until the
+//! schedule is readable again or deleted.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,7 +24,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{Controller, watcher};
@@ -31,6 +42,7 @@ use crate::api::{
     BackupDestination, BackupEncryption, BackupPhase, EtcdBackup, EtcdBackupSchedule,
     EtcdBackupScheduleStatus, EtcdBackupStatus, EtcdCluster,
 };
+use crate::reconcile::unreadable::{self, Unreadable};
 use crate::reconcile::{CLIENT_PORT, cluster_selector, pod_endpoints};
 
 /// Attempts of a one-shot backup before it is `Failed`.
@@ -44,6 +56,18 @@ pub enum BackupControllerError {
     /// Reading or patching an object failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// The object does not decode into this operator's type; it was
+    /// reported on the object and waits for a change.
+    #[error("{kind} {name} is unreadable at {source}")]
+    Unreadable {
+        /// `EtcdBackup` or `EtcdBackupSchedule`.
+        kind: String,
+        /// `namespace/name` of the object.
+        name: String,
+        /// The field at fault.
+        #[source]
+        source: Unreadable,
+    },
 }
 
 mod incremental;
@@ -70,9 +94,10 @@ pub async fn run(client: Client, namespace: Option<String>) {
         options: SnapshotOptions::default(),
         incremental: Default::default(),
     });
-    let backups = Controller::new(
-        scoped::<EtcdBackup>(&client, namespace.as_deref()),
+    let backups = Controller::new_with(
+        untyped::<EtcdBackup>(&client, namespace.as_deref()),
         watcher::Config::default(),
+        ApiResource::erase::<EtcdBackup>(&()),
     )
     .shutdown_on_signal()
     .run(reconcile_backup, requeue_on_error, context.clone())
@@ -81,9 +106,10 @@ pub async fn run(client: Client, namespace: Option<String>) {
             tracing::warn!("backup controller: {error}");
         }
     });
-    let schedules = Controller::new(
-        scoped::<EtcdBackupSchedule>(&client, namespace.as_deref()),
+    let schedules = Controller::new_with(
+        untyped::<EtcdBackupSchedule>(&client, namespace.as_deref()),
         watcher::Config::default(),
+        ApiResource::erase::<EtcdBackupSchedule>(&()),
     );
     let sweeper = tokio::spawn(incremental::sweep(context.clone(), schedules.store()));
     let schedules = schedules
@@ -100,18 +126,56 @@ pub async fn run(client: Client, namespace: Option<String>) {
     context.incremental.stop_all().await;
 }
 
-fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+/// Objects of kind `K`, untyped: one that does not decode cannot fail the
+/// list or watch of the others.
+fn untyped<K>(client: &Client, namespace: Option<&str>) -> Api<DynamicObject>
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    K: Resource<DynamicType = ()>,
 {
+    let resource = ApiResource::erase::<K>(&());
     match namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
     }
 }
 
-fn requeue_on_error<K>(_: Arc<K>, _: &BackupControllerError, _: Arc<Context>) -> Action {
-    Action::requeue(Duration::from_secs(30))
+/// Decodes the object a pass is for. One this operator cannot read is
+/// reported on that object alone (a Warning Event, the `Unreadable`
+/// condition) and ends its pass with an error.
+async fn decoded<K>(
+    ctx: &Context,
+    object: &DynamicObject,
+    noun: &str,
+) -> Result<K, BackupControllerError>
+where
+    K: Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+{
+    let error = match unreadable::decode::<K>(object) {
+        Ok(decoded) => return Ok(decoded),
+        Err(error) => error,
+    };
+    let resource = ApiResource::erase::<K>(&());
+    let namespace = object.namespace().unwrap_or_default();
+    let objects = Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
+    unreadable::report(&ctx.recorder, &objects, &resource, noun, object, &error).await;
+    Err(BackupControllerError::Unreadable {
+        kind: resource.kind,
+        name: format!("{namespace}/{}", object.name_any()),
+        source: error,
+    })
+}
+
+fn requeue_on_error(
+    _: Arc<DynamicObject>,
+    error: &BackupControllerError,
+    _: Arc<Context>,
+) -> Action {
+    match error {
+        BackupControllerError::Kube(_) => Action::requeue(Duration::from_secs(30)),
+        // A change of the object triggers a pass by itself; this is only a
+        // slow safety net.
+        BackupControllerError::Unreadable { .. } => Action::requeue(Duration::from_secs(300)),
+    }
 }
 
 /// Reads the destination's Secret and the cluster's endpoints, then takes
@@ -122,20 +186,13 @@ async fn backup_once(
     cluster: &str,
     destination: &BackupDestination,
 ) -> Result<(TakenBackup, BackupStore), BackupError> {
-    let clusters: Api<EtcdCluster> = Api::namespaced(ctx.client.clone(), namespace);
-    match clusters.get_opt(cluster).await {
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            return Err(BackupError::Destination(format!(
-                "EtcdCluster {namespace}/{cluster} does not exist"
-            )));
-        }
-        Err(error) => {
-            return Err(BackupError::NoHealthyMember(format!(
-                "read the cluster: {error}"
-            )));
-        }
-    }
+    // Untyped: a cluster this operator cannot read is reported as such.
+    let clusters: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        namespace,
+        &ApiResource::erase::<EtcdCluster>(&()),
+    );
+    cluster_to_back_up(namespace, cluster, clusters.get_opt(cluster).await)?;
     let credentials = read_credentials(ctx, namespace, destination).await?;
     let key = read_encryption_key(ctx, namespace, destination).await?;
     let store =
@@ -153,6 +210,34 @@ async fn backup_once(
     }
     let taken = take_backup(&store, &endpoints, namespace, cluster, &ctx.options).await?;
     Ok((taken, store))
+}
+
+/// The cluster to back up, from a read of it (pure): one that is gone is a
+/// configuration error, one this operator cannot decode is
+/// [`BackupError::UnreadableCluster`].
+fn cluster_to_back_up(
+    namespace: &str,
+    cluster: &str,
+    read: Result<Option<DynamicObject>, kube::Error>,
+) -> Result<EtcdCluster, BackupError> {
+    let object = match read {
+        Ok(Some(object)) => object,
+        Ok(None) => {
+            return Err(BackupError::Destination(format!(
+                "EtcdCluster {namespace}/{cluster} does not exist"
+            )));
+        }
+        Err(error) => {
+            return Err(BackupError::NoHealthyMember(format!(
+                "read the cluster: {error}"
+            )));
+        }
+    };
+    unreadable::decode(&object).map_err(|unreadable| BackupError::UnreadableCluster {
+        cluster: format!("{namespace}/{cluster}"),
+        path: unreadable.path,
+        message: unreadable.message,
+    })
 }
 
 async fn read_credentials(
@@ -248,9 +333,10 @@ fn from_time(at: &Time) -> DateTime<Utc> {
 // EtcdBackup
 
 async fn reconcile_backup(
-    backup: Arc<EtcdBackup>,
+    object: Arc<DynamicObject>,
     ctx: Arc<Context>,
 ) -> Result<Action, BackupControllerError> {
+    let backup: EtcdBackup = decoded(&ctx, &object, "backup").await?;
     let status = backup.status.clone().unwrap_or_default();
     if matches!(
         status.phase,
@@ -423,9 +509,10 @@ where
 // EtcdBackupSchedule
 
 async fn reconcile_schedule(
-    schedule: Arc<EtcdBackupSchedule>,
+    object: Arc<DynamicObject>,
     ctx: Arc<Context>,
 ) -> Result<Action, BackupControllerError> {
+    let schedule: EtcdBackupSchedule = decoded(&ctx, &object, "schedule").await?;
     let namespace = schedule.namespace().unwrap_or_default();
     let name = schedule.name_any();
     let api: Api<EtcdBackupSchedule> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -598,6 +685,106 @@ fn set_ready(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn object(value: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(value).expect("a dynamic object")
+    }
+
+    fn cluster(retention_policy: &str) -> DynamicObject {
+        object(json!({
+            "apiVersion": "durable-etcd.io/v1alpha1",
+            "kind": "EtcdCluster",
+            "metadata": { "name": "main", "namespace": "prod" },
+            "spec": {
+                "replicas": 3,
+                "storage": { "size": "1Gi", "retentionPolicy": retention_policy }
+            }
+        }))
+    }
+
+    #[test]
+    fn an_unreadable_cluster_is_reported_as_such_not_as_no_healthy_member() {
+        let error = cluster_to_back_up("prod", "main", Ok(Some(cluster("Archive"))))
+            .expect_err("unreadable");
+        assert!(
+            matches!(
+                &error,
+                BackupError::UnreadableCluster { cluster, path, .. }
+                    if cluster == "prod/main" && path == "spec.storage.retentionPolicy"
+            ),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.starts_with(
+                "this operator cannot read EtcdCluster prod/main at spec.storage.retentionPolicy: unknown variant `Archive`"
+            ),
+            "{message}"
+        );
+        // Waits for a change of the object, with the configuration back-off.
+        assert_eq!(error.category(), BackupErrorCategory::Configuration);
+
+        let readable = cluster_to_back_up("prod", "main", Ok(Some(cluster("Keep"))))
+            .expect("a readable cluster");
+        assert_eq!(readable.spec.replicas, 3);
+        let gone = cluster_to_back_up("prod", "main", Ok(None)).expect_err("gone");
+        assert!(
+            gone.to_string()
+                .contains("EtcdCluster prod/main does not exist"),
+            "{gone}"
+        );
+    }
+
+    #[test]
+    fn backups_and_schedules_of_a_newer_crd_are_unreadable_with_their_path() {
+        let backup = object(json!({
+            "apiVersion": "durable-etcd.io/v1alpha1",
+            "kind": "EtcdBackup",
+            "metadata": { "name": "nightly", "namespace": "prod" },
+            "spec": { "clusterName": "main", "destination": { "local": { "path": "/backups" } } },
+            "status": { "phase": "Archived", "attempts": 1 }
+        }));
+        let error = unreadable::decode::<EtcdBackup>(&backup).expect_err("unreadable");
+        assert_eq!(error.path, "status.phase");
+        assert_eq!(error.reason(), "UnreadableStatus");
+
+        let schedule = |max_segment_bytes: serde_json::Value| {
+            object(json!({
+                "apiVersion": "durable-etcd.io/v1alpha1",
+                "kind": "EtcdBackupSchedule",
+                "metadata": { "name": "hourly", "namespace": "prod" },
+                "spec": {
+                    "clusterName": "main",
+                    "schedule": "0 * * * *",
+                    "destination": { "local": { "path": "/backups" } },
+                    "incremental": { "enabled": true, "maxSegmentBytes": max_segment_bytes }
+                }
+            }))
+        };
+        let error = unreadable::decode::<EtcdBackupSchedule>(&schedule(json!("32Mi")))
+            .expect_err("unreadable");
+        assert_eq!(error.path, "spec.incremental.maxSegmentBytes");
+        assert_eq!(error.reason(), "UnreadableSpec");
+        let readable = unreadable::decode::<EtcdBackupSchedule>(&schedule(json!(33_554_432)))
+            .expect("readable");
+        assert_eq!(readable.spec.incremental.max_segment_bytes, 33_554_432);
+
+        let condition = unreadable::unreadable_conditions(
+            backup.data.get("status"),
+            &error,
+            "schedule",
+            Some(1),
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        )
+        .expect("a condition");
+        assert!(
+            condition[0]["message"]
+                .as_str()
+                .is_some_and(|m| m.ends_with("no action on this schedule until the object changes")),
+            "{condition:?}"
+        );
+    }
 
     #[test]
     fn the_encryption_key_comes_from_its_secret_or_is_a_configuration_error() {

@@ -68,6 +68,22 @@ pub enum BackupError {
         encrypted_with: String,
     },
 
+    /// The `EtcdCluster` to back up does not decode into this operator's
+    /// type (a newer CRD version, a field of another type): the cluster
+    /// controller takes no action on it, and no backup is taken of it
+    /// until the object changes or the operator is upgraded.
+    #[error(
+        "this operator cannot read EtcdCluster {cluster} at {path}: {message}; no backup is taken until the object changes"
+    )]
+    UnreadableCluster {
+        /// `namespace/name` of the cluster.
+        cluster: String,
+        /// JSON path of the field at fault.
+        path: String,
+        /// What serde said about it.
+        message: String,
+    },
+
     /// No member could serve a snapshot.
     #[error("no healthy member to take a snapshot from: {0}")]
     NoHealthyMember(String),
@@ -157,7 +173,8 @@ impl BackupError {
             | Self::MissingCredential { .. }
             | Self::EncryptionKey(_)
             | Self::WrongKey { .. }
-            | Self::KeyNeeded { .. } => BackupErrorCategory::Configuration,
+            | Self::KeyNeeded { .. }
+            | Self::UnreadableCluster { .. } => BackupErrorCategory::Configuration,
             Self::Corrupt { .. } | Self::Metadata { .. } | Self::Replay { .. } => {
                 BackupErrorCategory::Corrupt
             }

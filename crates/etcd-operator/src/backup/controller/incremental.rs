@@ -13,7 +13,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use kube::api::ListParams;
+use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -282,8 +282,10 @@ async fn publish_notices(
 }
 
 /// Stops the watchers of schedules that no longer exist (a deleted
-/// schedule is not reconciled: it has no finalizer, its segments stay).
-pub(super) async fn sweep(ctx: Arc<Context>, schedules: Store<EtcdBackupSchedule>) {
+/// schedule is not reconciled: it has no finalizer, its segments stay). A
+/// schedule that exists but cannot be decoded keeps its watcher.
+pub(super) async fn sweep(ctx: Arc<Context>, schedules: Store<DynamicObject>) {
+    let resource = ApiResource::erase::<EtcdBackupSchedule>(&());
     if schedules.wait_until_ready().await.is_err() {
         return;
     }
@@ -291,8 +293,8 @@ pub(super) async fn sweep(ctx: Arc<Context>, schedules: Store<EtcdBackupSchedule
         tokio::time::sleep(SWEEP_EVERY).await;
         let gone = ctx.incremental.remove_unless(|(namespace, name)| {
             schedules
-                .get(&ObjectRef::new(name).within(namespace))
-                .is_some_and(|s| s.meta().deletion_timestamp.is_none())
+                .get(&ObjectRef::new_with(name, resource.clone()).within(namespace))
+                .is_some_and(|s| s.metadata.deletion_timestamp.is_none())
         });
         for handle in gone {
             tracing::info!("incremental backup stopped: its schedule is gone");
