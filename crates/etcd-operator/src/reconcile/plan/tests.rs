@@ -300,3 +300,22 @@ fn member_pods_are_spread_by_where_their_volumes_keep_data() {
     };
     assert!(required_node_anti_affinity(&pod));
 }
+
+#[test]
+fn an_object_under_a_needed_name_that_the_cluster_does_not_own_is_never_taken_over() {
+    let mut snap = snapshot();
+    snap.unowned = vec!["Service/demo-client".to_owned()];
+    let pass = plan(&cluster(), &snap, &settings(), now());
+    assert!(pass.step.is_none(), "{:?}", pass.step);
+    let progressing = pass
+        .status
+        .conditions
+        .iter()
+        .map(|c| c.message.clone())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        progressing.contains("Service/demo-client"),
+        "status does not name the object: {progressing}"
+    );
+}
