@@ -108,10 +108,16 @@ impl Harness {
         accept: impl Fn(&str) -> bool,
     ) -> TestResult<String> {
         let deadline = std::time::Instant::now() + timeout;
+        let mut last = None;
         loop {
             match self.majority_data_lost(name).await {
                 Ok(Some(message)) if accept(&message) => return Ok(message),
-                Ok(Some(message)) => eprintln!("MajorityDataLost (not yet {what}): {message}"),
+                Ok(Some(message)) => {
+                    if last.as_ref() != Some(&message) {
+                        eprintln!("MajorityDataLost (not yet {what}): {message}");
+                    }
+                    last = Some(message);
+                }
                 Ok(None) => {}
                 Err(error) => eprintln!("status not read: {error}"),
             }
