@@ -11,29 +11,42 @@
 //! 4. The operator restarts (a crash, an upgrade, a new leader): it lists
 //!    every EtcdCluster anew. A typed list fails as a whole on the bad
 //!    object, and then no cluster at all is reconciled.
+//!    Before it starts again, the EtcdBackupSchedule CRD is replaced by a
+//!    variant whose `spec.incremental.maxSegmentBytes` may be a string
+//!    (`32Mi`), the EtcdBackup CRD by one whose `status.phase` may be
+//!    `Archived`, and one object of each kind uses the new shape: typed
+//!    lists of either kind fail as a whole.
 //! 5. The healthy cluster's Pod is deleted: it is recreated, ready, and the
 //!    cluster is Available again and serves writes, while the bad object gets a Warning Event
 //!    `UnreadableSpec` naming the field, an `Unreadable` condition, and no
 //!    Pod.
+//! 6. A new EtcdBackup of the healthy cluster to a local directory
+//!    succeeds; one of the unreadable cluster fails saying it cannot read
+//!    that cluster; the bad schedule and the bad backup each get a Warning
+//!    Event naming their field and an `Unreadable` condition.
 //!
-//! The CRD and the bad object are put back however the scenario ends.
+//! The CRDs and the bad objects are put back however the scenario ends.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::{Harness, TestResult, wait_for};
-use etcd_operator::api::EtcdCluster;
+use etcd_operator::api::{BackupPhase, EtcdBackup, EtcdBackupSchedule, EtcdCluster};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 const HEALTHY: &str = "healthy";
 const BAD: &str = "unreadable";
 /// A retention policy the CRD variant accepts and the operator does not know.
 const UNKNOWN_POLICY: &str = "Archive";
+/// A schedule of a newer CRD variant: the operator's type wants an integer.
+const BAD_SCHEDULE: &str = "unreadable-schedule";
+/// A backup whose status a newer operator wrote.
+const BAD_BACKUP: &str = "unreadable-backup";
 /// Field manager of the CRD in the end-to-end tests (`common::install_crd`).
 const CRD_MANAGER: &str = "e2e";
 
@@ -152,6 +165,7 @@ async fn with_unreadable_cluster(h: &mut Harness) -> TestResult {
 
     // A restart lists every EtcdCluster anew, the bad one included.
     h.stop_operator();
+    create_unreadable_backup_objects(h).await?;
     h.start_operator()?;
 
     let pod = format!("{HEALTHY}-0");
@@ -213,6 +227,161 @@ async fn with_unreadable_cluster(h: &mut Harness) -> TestResult {
         )
         .into());
     }
+    backups_go_on(h).await
+}
+
+/// With the operator stopped (no pass races the status written here): the
+/// backup CRDs widened, and a schedule and a backup of the new shape.
+async fn create_unreadable_backup_objects(h: &Harness) -> TestResult {
+    apply_backup_crds(h, true).await?;
+    let schedules = untyped_of::<EtcdBackupSchedule>(h);
+    let schedule: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "durable-etcd.io/v1alpha1",
+        "kind": "EtcdBackupSchedule",
+        "metadata": { "name": BAD_SCHEDULE, "namespace": h.namespace },
+        "spec": {
+            "clusterName": HEALTHY,
+            "schedule": "@yearly",
+            "destination": { "local": { "path": backup_dir(h) } },
+            "incremental": { "enabled": true, "maxSegmentBytes": "32Mi" }
+        }
+    }))?;
+    wait_for(
+        "the schedule CRD variant to accept a string maxSegmentBytes",
+        Duration::from_secs(30),
+        || async {
+            Ok(schedules
+                .create(&Default::default(), &schedule)
+                .await
+                .map_err(|e| eprintln!("create {BAD_SCHEDULE}: {e}"))
+                .is_ok())
+        },
+    )
+    .await?;
+    let backups = untyped_of::<EtcdBackup>(h);
+    backups
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "durable-etcd.io/v1alpha1",
+                "kind": "EtcdBackup",
+                "metadata": { "name": BAD_BACKUP, "namespace": h.namespace },
+                "spec": {
+                    "clusterName": HEALTHY,
+                    "destination": { "local": { "path": backup_dir(h) } }
+                }
+            }))?,
+        )
+        .await?;
+    let archived = json!({ "status": { "phase": "Archived", "attempts": 1 } });
+    wait_for(
+        "the backup CRD variant to accept phase Archived",
+        Duration::from_secs(30),
+        || async {
+            Ok(backups
+                .patch_status(
+                    BAD_BACKUP,
+                    &PatchParams::default(),
+                    &Patch::Merge(&archived),
+                )
+                .await
+                .map_err(|e| eprintln!("status of {BAD_BACKUP}: {e}"))
+                .is_ok())
+        },
+    )
+    .await?;
+    // The premise: typed lists of either kind fail as a whole.
+    let typed_backups: Api<EtcdBackup> = Api::namespaced(h.client.clone(), &h.namespace);
+    let typed_schedules: Api<EtcdBackupSchedule> = Api::namespaced(h.client.clone(), &h.namespace);
+    if typed_backups.list(&ListParams::default()).await.is_ok()
+        || typed_schedules.list(&ListParams::default()).await.is_ok()
+    {
+        return Err("a typed list reads a bad backup object: the test proves nothing".into());
+    }
+    Ok(())
+}
+
+/// A backup of the healthy cluster completes beside the unreadable objects;
+/// each unreadable object is reported on itself.
+async fn backups_go_on(h: &Harness) -> TestResult {
+    let backups: Api<EtcdBackup> = Api::namespaced(h.client.clone(), &h.namespace);
+    for (name, cluster) in [("healthy-backup", HEALTHY), ("backup-of-unreadable", BAD)] {
+        backups
+            .create(
+                &Default::default(),
+                &serde_json::from_value(json!({
+                    "metadata": { "name": name },
+                    "spec": {
+                        "clusterName": cluster,
+                        "destination": { "local": { "path": backup_dir(h) } }
+                    }
+                }))?,
+            )
+            .await?;
+    }
+    let backups = &backups;
+    wait_for(
+        "the healthy cluster's backup",
+        Duration::from_secs(60),
+        || async {
+            let status = backups
+                .get("healthy-backup")
+                .await?
+                .status
+                .unwrap_or_default();
+            Ok(status.phase == Some(BackupPhase::Succeeded))
+        },
+    )
+    .await?;
+    wait_for(
+        "the unreadable cluster's backup to say so",
+        Duration::from_secs(30),
+        || async {
+            let status = backups
+                .get("backup-of-unreadable")
+                .await?
+                .status
+                .unwrap_or_default();
+            Ok(status.error.is_some_and(|e| {
+                e.contains("cannot read EtcdCluster") && e.contains("spec.storage.retentionPolicy")
+            }))
+        },
+    )
+    .await?;
+    for (name, reason, path, objects) in [
+        (
+            BAD_SCHEDULE,
+            "UnreadableSpec",
+            "spec.incremental.maxSegmentBytes",
+            untyped_of::<EtcdBackupSchedule>(h),
+        ),
+        (
+            BAD_BACKUP,
+            "UnreadableStatus",
+            "status.phase",
+            untyped_of::<EtcdBackup>(h),
+        ),
+    ] {
+        wait_for(
+            &format!("a Warning Event {reason} on {name}"),
+            Duration::from_secs(30),
+            || async {
+                Ok(h.events_about(name).await?.iter().any(|e| {
+                    e.type_.as_deref() == Some("Warning")
+                        && e.reason.as_deref() == Some(reason)
+                        && e.note.as_deref().is_some_and(|n| n.contains(path))
+                }))
+            },
+        )
+        .await?;
+        let condition = objects.get(name).await?.data["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Unreadable").cloned())
+            .ok_or(format!("no Unreadable condition on {name}"))?;
+        if condition["reason"] != reason {
+            return Err(format!("unexpected condition on {name}: {condition}").into());
+        }
+    }
     Ok(())
 }
 
@@ -226,7 +395,75 @@ async fn restore(h: &Harness) -> TestResult {
         Ok(objects.get_opt(BAD).await?.is_none())
     })
     .await?;
+    for (objects, name) in [
+        (untyped_of::<EtcdBackupSchedule>(h), BAD_SCHEDULE),
+        (untyped_of::<EtcdBackup>(h), BAD_BACKUP),
+    ] {
+        if objects.get_opt(name).await?.is_some() {
+            objects.delete(name, &DeleteParams::default()).await?;
+        }
+    }
+    let _ = std::fs::remove_dir_all(backup_dir(h));
+    apply_backup_crds(h, false).await?;
     apply_crd(h, false).await
+}
+
+/// The local backup destination: the operator runs on this host.
+fn backup_dir(h: &Harness) -> String {
+    std::env::temp_dir()
+        .join(format!("{}-backups", h.namespace))
+        .display()
+        .to_string()
+}
+
+fn untyped_of<K: Resource<DynamicType = ()>>(h: &Harness) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        h.client.clone(),
+        &h.namespace,
+        &ApiResource::erase::<K>(&()),
+    )
+}
+
+/// Applies the operator's EtcdBackup and EtcdBackupSchedule CRDs, or
+/// (`widened`) variants where `status.phase` may be `Archived` and
+/// `spec.incremental.maxSegmentBytes` may be a string.
+async fn apply_backup_crds(h: &Harness, widened: bool) -> TestResult {
+    let crds: Api<CustomResourceDefinition> = Api::all(h.client.clone());
+    for kind in ["EtcdBackup", "EtcdBackupSchedule"] {
+        let crd = etcd_operator::api::crds()
+            .into_iter()
+            .find(|c| c.spec.names.kind == kind)
+            .ok_or(format!("no {kind} CRD"))?;
+        let mut crd = serde_json::to_value(crd)?;
+        if widened {
+            let versions = crd["spec"]["versions"]
+                .as_array_mut()
+                .ok_or("the CRD has no versions")?;
+            for version in versions {
+                let schema = &mut version["schema"]["openAPIV3Schema"]["properties"];
+                if kind == "EtcdBackup" {
+                    schema["status"]["properties"]["phase"]["enum"]
+                        .as_array_mut()
+                        .ok_or("no enum at status.phase")?
+                        .push(Value::from("Archived"));
+                } else {
+                    schema["spec"]["properties"]["incremental"]["properties"]["maxSegmentBytes"] =
+                        json!({ "x-kubernetes-int-or-string": true });
+                }
+            }
+        }
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .ok_or("the CRD has no name")?
+            .to_owned();
+        crds.patch(
+            &name,
+            &PatchParams::apply(CRD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 fn untyped(h: &Harness) -> Api<DynamicObject> {
