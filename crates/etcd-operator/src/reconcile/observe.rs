@@ -61,6 +61,15 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The PersistentVolume a PVC is bound to, if it exists.
+    pub fn volume_of(&self, pvc: &PersistentVolumeClaim) -> Option<&PersistentVolume> {
+        pvc.spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_ref())
+            .and_then(|v| self.volumes.get(v))
+            .and_then(Option::as_ref)
+    }
+
     /// Names of the nodes the cluster's pods are bound to.
     pub fn pod_node_names(&self) -> BTreeSet<String> {
         self.pods

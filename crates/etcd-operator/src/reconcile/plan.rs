@@ -113,13 +113,7 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
         else {
             continue;
         };
-        let volume = pvc
-            .spec
-            .as_ref()
-            .and_then(|s| s.volume_name.as_ref())
-            .and_then(|v| snapshot.volumes.get(v))
-            .and_then(Option::as_ref);
-        let mut state = facts::pvc_state(pvc, volume);
+        let mut state = facts::pvc_state(pvc, snapshot.volume_of(pvc));
         state.labels_missing = facts::labels_missing(pvc, &name, ordinal);
         ordinals.entry(ordinal).or_default().pvc = Some(state);
     }
@@ -173,15 +167,7 @@ pub fn placement(cluster: &EtcdCluster, snapshot: &Snapshot) -> PlacementFacts {
     let bound: Vec<_> = snapshot
         .pvcs
         .iter()
-        .map(|pvc| {
-            let volume = pvc
-                .spec
-                .as_ref()
-                .and_then(|s| s.volume_name.as_ref())
-                .and_then(|v| snapshot.volumes.get(v))
-                .and_then(Option::as_ref);
-            facts::volume_kind(volume)
-        })
+        .map(|pvc| facts::volume_kind(snapshot.volume_of(pvc)))
         .collect();
     let selector = &cluster.spec.pod.node_selector;
     let eligible = snapshot.nodes.values().filter(|node| {
