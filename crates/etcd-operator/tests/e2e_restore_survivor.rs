@@ -1,19 +1,23 @@
 //! End to end on the lab: the volumes of two of three members are wiped (a
 //! true loss of the majority's data; their etcd processes are killed, as
-//! they die on a vanished data dir). The operator touches nothing: status
-//! says `MajorityDataLost` with the newest revision the survivor holds, and
-//! waits for a person. After the approval (`spec.recovery.
-//! approvedIncarnation` = `status.clusterToken`) it restores the survivor's
-//! data into a new incarnation (new token, new cluster ID, same member
-//! names) and grows it back to three voters. The operator is stopped and
-//! started again in the middle of the restore: the restore carries on from
-//! `status.restore`. Every key the survivor held is there at the end.
+//! they die on a vanished data dir). The operator touches nothing: the
+//! `MajorityDataLost` condition names the newest survivor (the only one,
+//! `restore-0`) with its revision and asks for an approval that names the
+//! incarnation, that survivor and that revision; an approval of the
+//! incarnation alone approves nothing. After the three-field approval
+//! (parsed from the condition, as a person would copy it) the operator
+//! restores the survivor's data into a new incarnation (new token, new
+//! cluster ID, same member names) and grows it back to three voters. The
+//! operator is stopped and started again in the middle of the restore: the
+//! restore carries on from `status.restore`. Every key the survivor held is
+//! there at the end.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Harness, TestResult, condition_true, wait_for};
+use common::survivor::{approval, newest_survivor};
+use common::{Harness, TestResult, wait_for};
 use serde_json::json;
 
 const NAME: &str = "restore";
@@ -56,32 +60,59 @@ async fn scenario(h: &mut Harness) -> TestResult {
         h.lab.pod_kill(&h.namespace, &member, Some("etcd")).await?;
     }
     let lost_at = Instant::now();
-    wait_for("MajorityDataLost", Duration::from_secs(120), || async {
-        Ok(condition_true(&h.status(NAME).await?, "MajorityDataLost"))
-    })
-    .await?;
-    let status = h.status(NAME).await?;
-    let message = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "MajorityDataLost")
-        .map(|c| c.message.clone())
-        .unwrap_or_default();
+    let message = h
+        .wait_majority_data_lost(
+            NAME,
+            "the newest survivor and the approval it needs",
+            Duration::from_secs(120),
+            |m| newest_survivor(m).is_some() && approval(m).is_some(),
+        )
+        .await?;
     eprintln!("MajorityDataLost after {:?}: {message}", lost_at.elapsed());
-    if !message.contains("newest revision held by a survivor") {
-        return Err(format!("status does not show the survivor's revision: {message}").into());
+    let newest = newest_survivor(&message).ok_or("no newest survivor")?;
+    let approve = approval(&message).ok_or("no approval")?;
+    let survivor = format!("{NAME}-0");
+    if newest.name != survivor || approve.survivor != survivor {
+        return Err(
+            format!("the condition does not name {survivor} the survivor: {message}").into(),
+        );
+    }
+    if newest.revision < revision_written || approve.revision != newest.revision {
+        return Err(format!(
+            "the survivor's revision is {} and the approval's {} (written up to {revision_written})",
+            newest.revision, approve.revision
+        )
+        .into());
+    }
+    let token = h
+        .status(NAME)
+        .await?
+        .cluster_token
+        .ok_or("no cluster token")?;
+    if approve.incarnation != token {
+        return Err(format!(
+            "the approval names incarnation {}, status {token}",
+            approve.incarnation
+        )
+        .into());
     }
 
-    // Nothing is touched while nobody approves.
-    let survivor_pod = h.pods.get(&format!("{NAME}-0")).await?.metadata.uid;
+    // Nothing is touched while nobody approves the survivor: the
+    // incarnation alone approves nothing.
+    h.patch_spec(
+        NAME,
+        json!({ "recovery": { "approvedIncarnation": token } }),
+    )
+    .await?;
+    let survivor_pod = h.pods.get(&survivor).await?.metadata.uid;
     let claims = pvc_uids(h).await?;
     let quiet_until = Instant::now() + Duration::from_secs(20);
     while Instant::now() < quiet_until {
         let status = h.status(NAME).await?;
         if status.restore.is_some() {
-            return Err("a restore started without approval".into());
+            return Err("a restore started without the survivor's approval".into());
         }
-        if h.pods.get(&format!("{NAME}-0")).await?.metadata.uid != survivor_pod {
+        if h.pods.get(&survivor).await?.metadata.uid != survivor_pod {
             return Err("the survivor's pod was replaced without approval".into());
         }
         if pvc_uids(h).await? != claims {
@@ -93,14 +124,10 @@ async fn scenario(h: &mut Harness) -> TestResult {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
 
-    let token = status.cluster_token.clone().ok_or("no cluster token")?;
-    eprintln!("approving the restore of incarnation {token}");
+    eprintln!("approving {approve:?}");
     let approved = Instant::now();
-    h.patch_spec(
-        NAME,
-        json!({ "recovery": { "approvedIncarnation": token } }),
-    )
-    .await?;
+    h.patch_spec(NAME, json!({ "recovery": approve.recovery() }))
+        .await?;
 
     // The operator restarts while the restore runs.
     wait_for("the restore pod", Duration::from_secs(120), || async {
