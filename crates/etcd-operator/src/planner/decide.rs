@@ -61,6 +61,9 @@ pub struct Survivor {
     pub revision: Option<i64>,
     /// Its committed raft index, read from it in this pass.
     pub raft_index: Option<u64>,
+    /// The revision it last reported (status), for a person choosing a
+    /// survivor that cannot be read now.
+    pub last_seen_revision: Option<i64>,
 }
 
 /// Which survivor a restore starts from (rule 11): the one with the highest
@@ -76,6 +79,8 @@ pub enum SurvivorChoice {
         newest_readable: Option<Survivor>,
         /// The member names that did not answer.
         unreadable: Vec<String>,
+        /// What each of them last reported ("<name> last at revision N").
+        last_seen: Vec<String>,
     },
     /// No voter kept its data.
     NoSurvivor,
@@ -102,9 +107,11 @@ impl SurvivorChoice {
             Self::Unreadable {
                 newest_readable,
                 unreadable,
+                last_seen,
             } => format!(
-                "survivors {} keep their volumes but cannot be read, so the newest data is not known: waiting for them{}",
+                "survivors {} keep their volumes but cannot be read (an etcd restarted without quorum does not answer), so the newest data is not known: waiting for them ({}){}",
                 unreadable.join(", "),
+                last_seen.join(", "),
                 newest_readable.as_ref().map_or(String::new(), |s| format!(
                     " (of those that answered, {} is newest at revision {}; a person may choose it explicitly)",
                     s.name,
@@ -648,6 +655,13 @@ fn survivor_of(cx: &Context<'_>, member: &KnownMember, ordinal: u32) -> Survivor
         id: member.id,
         revision: member.revision.filter(|_| live),
         raft_index: member.raft_index.filter(|_| live),
+        last_seen_revision: cx
+            .o
+            .status
+            .members
+            .iter()
+            .find(|m| m.name == cx.name(ordinal))
+            .and_then(|m| m.revision),
     }
 }
 
@@ -678,6 +692,18 @@ pub fn choose_survivor(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> Sur
     } else {
         SurvivorChoice::Unreadable {
             newest_readable: newest(&readable),
+            last_seen: all
+                .iter()
+                .filter(|s| s.raft_index.is_none())
+                .map(|s| {
+                    format!(
+                        "{} last at revision {}",
+                        s.name,
+                        s.last_seen_revision
+                            .map_or("unknown".to_string(), |r| r.to_string())
+                    )
+                })
+                .collect(),
             unreadable,
         }
     }
@@ -704,8 +730,19 @@ fn approved_survivor(
         .into_iter()
         .map(|(m, ordinal)| survivor_of(cx, m, ordinal))
         .find(|s| s.name == named)?;
-    (survivor.revision.is_some() && survivor.revision == recovery.approved_revision)
-        .then_some(survivor)
+    match survivor.revision {
+        // It answers: the approval must name what it holds now.
+        Some(revision) => (Some(revision) == recovery.approved_revision).then_some(survivor),
+        // It cannot be read (an etcd restarted without quorum does not serve
+        // its client port): a person may still choose it explicitly, at the
+        // revision it last reported; the other survivors' volumes are kept.
+        None => (survivor.last_seen_revision.is_some()
+            && survivor.last_seen_revision == recovery.approved_revision)
+            .then(|| Survivor {
+                revision: survivor.last_seen_revision,
+                ..survivor
+            }),
+    }
 }
 
 fn restore_from_survivor(cx: &Context<'_>, survivor: &Survivor) -> Option<Step> {

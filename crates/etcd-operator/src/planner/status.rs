@@ -370,7 +370,7 @@ fn how_to_approve(cx: &Context<'_>, survivor: &SurvivorChoice) -> String {
                 s.revision.map_or("unknown".to_string(), |r| r.to_string())
             ),
             (RecoveryPolicy::Manual, SurvivorChoice::Unreadable { .. }) => format!(
-                "a person may choose a survivor that answered with spec.recovery: {{approvedIncarnation: {}, approvedSurvivor: <member>, approvedRevision: <its revision>}}, accepting that the others may hold newer data",
+                "a person may choose a survivor explicitly, one that answered at its revision or one that cannot be read at the revision it last reported, with spec.recovery: {{approvedIncarnation: {}, approvedSurvivor: <member>, approvedRevision: <revision>}}; the other survivors' volumes are kept",
                 cx.token
             ),
             (RecoveryPolicy::Manual, SurvivorChoice::NoSurvivor) => {
@@ -486,12 +486,22 @@ fn members(cx: &Context<'_>) -> Vec<MemberStatus> {
             let objects = o.objects(ordinal);
             let member = cx.membership.of_ordinal(ordinal);
             let message = member_message(cx, ordinal, member);
+            let name = member_name(&o.name, ordinal);
+            // A member that does not answer keeps the revision it last
+            // reported: what a person choosing a survivor goes by.
+            let last_revision = o
+                .status
+                .members
+                .iter()
+                .find(|m| m.name == name)
+                .and_then(|m| m.revision);
             let mut status = MemberStatus {
-                name: member_name(&o.name, ordinal),
-                pod: objects.pod.as_ref().map(|_| member_name(&o.name, ordinal)),
+                name: name.clone(),
+                pod: objects.pod.as_ref().map(|_| name.clone()),
                 node: objects.pod.as_ref().and_then(|p| p.node.clone()),
                 pvc: objects.pvc.as_ref().map(|_| pvc_name(&o.name, ordinal)),
                 message,
+                revision: last_revision,
                 ..MemberStatus::default()
             };
             if let Some(m) = member {

@@ -253,3 +253,58 @@ fn a_node_object_deleted_while_its_machine_lives_does_not_replace_the_member() {
     assert_eq!(member_id(&sim, 1), before);
     assert_eq!(sim.healthy_voters(), 3);
 }
+
+#[test]
+fn a_person_may_choose_a_survivor_that_restarted_without_quorum_at_its_last_revision() {
+    let mut sim = newest_survivor_unreachable();
+    // Its node comes back, but an etcd restarted without quorum never
+    // serves its client port: it stays unreadable.
+    let node3 = sim.node_of(3).expect("node of member 3");
+    let id3 = member_id(&sim, 3);
+    sim.silent.insert(id3);
+    sim.start_node(&node3);
+    sim.spec.recovery.policy = RecoveryPolicy::NewestSurvivor;
+    sim.run(20);
+    assert!(
+        !sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { .. })),
+        "restored automatically while a survivor could not be read"
+    );
+    let last_seen = sim
+        .status
+        .members
+        .iter()
+        .find(|m| m.name == "demo-3")
+        .and_then(|m| m.revision)
+        .expect("the revision demo-3 last reported");
+    let message = sim
+        .status
+        .condition(ConditionType::MajorityDataLost)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains(&format!("demo-3 last at revision {last_seen}")),
+        "{message}"
+    );
+    sim.spec.recovery.policy = RecoveryPolicy::Manual;
+    sim.spec.recovery.approved_incarnation = sim.status.cluster_token.clone();
+    sim.spec.recovery.approved_survivor = Some("demo-3".to_string());
+    sim.spec.recovery.approved_revision = Some(last_seen + 1);
+    sim.run(5);
+    assert!(
+        !sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { .. })),
+        "an approval at another revision started a restore"
+    );
+    sim.spec.recovery.approved_revision = Some(last_seen);
+    sim.reconcile();
+    assert!(
+        sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { ordinal: 3, .. })),
+        "{:?}",
+        sim.actions
+    );
+}

@@ -117,6 +117,9 @@ pub struct Sim {
     /// Nodes whose Node object was deleted while the machine and its disks
     /// live on (a kubelet re-registers it).
     pub machines_alive: std::collections::BTreeSet<String>,
+    /// Members whose etcd runs but does not answer on its client port (it
+    /// restarted without quorum and cannot publish itself).
+    pub silent: std::collections::BTreeSet<u64>,
 }
 
 impl Sim {
@@ -150,6 +153,7 @@ impl Sim {
             learners_never_start: false,
             acknowledged: 0,
             machines_alive: std::collections::BTreeSet::new(),
+            silent: std::collections::BTreeSet::new(),
             stalled: Vec::new(),
         };
         for _ in 0..nodes {
@@ -686,7 +690,7 @@ impl Sim {
             .as_ref()
             .and_then(|n| self.nodes.get(n))
             .is_some_and(|n| n.up);
-        if !pod.running || !node_up || pvc.data != Some(m.id) {
+        if !pod.running || !node_up || pvc.data != Some(m.id) || self.silent.contains(&m.id) {
             return None;
         }
         Some(crate::etcd::EndpointStatus {
