@@ -738,7 +738,7 @@ fn approved_survivor(
         // revision it last reported; the other survivors' volumes are kept.
         None => (survivor.last_seen_revision.is_some()
             && survivor.last_seen_revision == recovery.approved_revision)
-            .then(|| Survivor {
+            .then_some(Survivor {
                 revision: survivor.last_seen_revision,
                 ..survivor
             }),
