@@ -459,14 +459,7 @@ pub fn member_pod_with(
             init_containers: Some(vec![guard]),
             containers: vec![etcd],
             volumes: Some(vec![
-                Volume {
-                    name: "data".to_string(),
-                    persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                        claim_name: pvc_name(&name, ordinal),
-                        read_only: Some(false),
-                    }),
-                    ..Volume::default()
-                },
+                data_volume(&name, ordinal),
                 Volume {
                     name: "guard".to_string(),
                     empty_dir: Some(EmptyDirVolumeSource::default()),
@@ -486,6 +479,18 @@ pub fn member_pod_with(
             ..PodSpec::default()
         }),
         ..Pod::default()
+    }
+}
+
+/// The `data` volume of a Pod working on member `ordinal`'s PVC.
+pub fn data_volume(cluster: &str, ordinal: u32) -> Volume {
+    Volume {
+        name: "data".to_string(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: pvc_name(cluster, ordinal),
+            read_only: Some(false),
+        }),
+        ..Volume::default()
     }
 }
 

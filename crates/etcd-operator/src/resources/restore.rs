@@ -20,13 +20,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, Pod, PodSpec,
-    SecretVolumeSource, Volume, VolumeMount,
+    Container, EmptyDirVolumeSource, Pod, PodSpec, SecretVolumeSource, Volume, VolumeMount,
 };
 use kube::ResourceExt;
 
-use super::names::{MemberAddressing, member_name, pvc_name};
-use super::objects::{DATA_MOUNT, ETCD_BINARY, GUARD_BINARY, GUARD_DIR};
+use super::names::{MemberAddressing, member_name};
+use super::objects::{DATA_MOUNT, ETCD_BINARY, GUARD_BINARY, GUARD_DIR, data_volume};
 use crate::api::identity::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
 use crate::api::{BackupSource, EtcdCluster, version};
 use crate::restore_volume::{REVISION_BUMP, RestoreLayout};
@@ -149,14 +148,7 @@ pub fn restore_pod(
     };
     let restore = etcdutl("etcdutl", &layout.source_db, &layout.staging, true);
     let mut volumes = vec![
-        Volume {
-            name: "data".to_string(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: pvc_name(&name, ordinal),
-                read_only: Some(false),
-            }),
-            ..Volume::default()
-        },
+        data_volume(&name, ordinal),
         Volume {
             name: "tools".to_string(),
             empty_dir: Some(EmptyDirVolumeSource::default()),
