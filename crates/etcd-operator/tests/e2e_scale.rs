@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Harness, TestResult, etcd_at, key, value};
-use etcd_client::{GetOptions, PutOptions};
+use common::writer::{Writer, ready_endpoints};
+use common::{Harness, TestResult, etcd_at};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::ResourceExt;
@@ -52,13 +52,8 @@ async fn scenario(h: &mut Harness) -> TestResult {
     let cluster_id = h.identity().await?.cluster_id;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let acknowledged = Arc::new(Mutex::new(Vec::<usize>::new()));
+    let writer = Writer::start(h.pods.clone(), PREFIX);
     let watch = Arc::new(Mutex::new(Watch::default()));
-    let writer = tokio::spawn(write_continuously(
-        h.pods.clone(),
-        stop.clone(),
-        acknowledged.clone(),
-    ));
     let watcher = tokio::spawn(watch_quorum(h.pods.clone(), stop.clone(), watch.clone()));
 
     let outcome = async {
@@ -74,7 +69,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
             if identity.voters() != usize::try_from(replicas)? {
                 return Err(format!("{replicas} wanted: {identity:x?}").into());
             }
-            let acked = acknowledged.lock().await.len();
+            let acked = writer.acknowledged().await;
             eprintln!(
                 "scaled to {replicas} in {:?} ({acked} writes acknowledged so far)",
                 started.elapsed()
@@ -87,7 +82,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
     }
     .await;
     stop.store(true, Ordering::SeqCst);
-    let _ = writer.await;
+    let ledger = writer.stop().await;
     let _ = watcher.await;
     outcome?;
 
@@ -106,79 +101,8 @@ async fn scenario(h: &mut Harness) -> TestResult {
         return Err(format!("the watcher polled only {} times", watch.polls).into());
     }
 
-    let acked = acknowledged.lock().await.clone();
-    if acked.len() < 20 {
-        return Err(format!("only {} writes were acknowledged", acked.len()).into());
-    }
-    let mut client = h.etcd().await?;
-    let found = client
-        .get(PREFIX, Some(GetOptions::new().with_prefix()))
-        .await?;
-    let values: BTreeMap<String, String> = found
-        .kvs()
-        .iter()
-        .map(|kv| {
-            (
-                kv.key_str().unwrap_or_default().to_owned(),
-                kv.value_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
-    let lost: Vec<usize> = acked
-        .iter()
-        .copied()
-        .filter(|i| values.get(&key(PREFIX, *i)) != Some(&value(*i)))
-        .collect();
-    eprintln!("{} acknowledged writes, {} lost", acked.len(), lost.len());
-    if !lost.is_empty() {
-        return Err(format!("acknowledged writes lost: {lost:?}").into());
-    }
+    ledger.verify(h, 20).await?;
     Ok(())
-}
-
-async fn ready_endpoints(pods: &Api<Pod>) -> TestResult<Vec<String>> {
-    Ok(pods
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && common::pod_ready(p))
-        .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
-        .map(|ip| format!("http://{ip}:2379"))
-        .collect())
-}
-
-/// Puts `/scale/key-N` for N = 0, 1, ... and records each acknowledged N.
-async fn write_continuously(
-    pods: Api<Pod>,
-    stop: Arc<AtomicBool>,
-    acknowledged: Arc<Mutex<Vec<usize>>>,
-) {
-    let mut next = 0;
-    let mut client = None;
-    while !stop.load(Ordering::SeqCst) {
-        if client.is_none() {
-            client = match ready_endpoints(&pods).await {
-                Ok(endpoints) if !endpoints.is_empty() => etcd_at(endpoints).await.ok(),
-                _ => None,
-            };
-        }
-        let Some(c) = client.as_mut() else {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            continue;
-        };
-        match c
-            .put(key(PREFIX, next), value(next), None::<PutOptions>)
-            .await
-        {
-            Ok(_) => acknowledged.lock().await.push(next),
-            // Unknown outcome: not acknowledged; reconnect to the members
-            // there are now.
-            Err(_) => client = None,
-        }
-        next += 1;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Once a second: the voters (member list) and each voter's own status on

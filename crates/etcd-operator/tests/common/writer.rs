@@ -136,7 +136,8 @@ impl Ledger {
 }
 
 /// The client endpoints of the ready member Pods.
-async fn ready_endpoints(pods: &Api<Pod>) -> TestResult<Vec<String>> {
+/// The client endpoints of the ready, not terminating member Pods.
+pub async fn ready_endpoints(pods: &Api<Pod>) -> TestResult<Vec<String>> {
     Ok(pods
         .list(&ListParams::default())
         .await?
