@@ -11,8 +11,10 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
-use crate::agent::context::NodeContext;
-use crate::agent::node::KUBELET_PORT;
+use crate::node_context::NodeContext;
+
+/// The kubelet port.
+pub const KUBELET_PORT: i32 = 10250;
 
 /// Errors of the kubelet API server.
 #[derive(Debug, thiserror::Error)]

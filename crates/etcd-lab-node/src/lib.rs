@@ -4,10 +4,12 @@
 
 pub mod agent;
 pub mod cgroup;
+pub mod config;
 pub mod container;
 pub mod image;
 pub(crate) mod kubelet_api;
 pub mod network;
+pub(crate) mod node_context;
 pub mod pod;
 pub mod probe;
 pub mod volume;

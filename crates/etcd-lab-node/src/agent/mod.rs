@@ -1,12 +1,10 @@
 //! The node agent: registers the Node, renews its Lease, runs the pods bound
 //! to it and reports their status, like a kubelet.
 
-mod config;
-pub(crate) mod context;
 pub(crate) mod node;
 mod pods;
 
-pub use config::{AgentConfig, ConfigError, NodeCapacity};
+pub use crate::config::{AgentConfig, ConfigError, NodeCapacity};
 
 /// Errors that stop the agent.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +58,9 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
         })?;
     }
     tracing::info!(node = %config.node_name, ip = %config.node_ip, "node agent starting");
-    let ctx = std::sync::Arc::new(context::NodeContext::new(client, config, cgroups));
+    let ctx = std::sync::Arc::new(crate::node_context::NodeContext::new(
+        client, config, cgroups,
+    ));
     let heartbeat = tokio::spawn(node::heartbeat(ctx.clone()));
     let pods = tokio::spawn(pods::watch_pods(ctx.clone()));
     let logs = tokio::spawn(crate::kubelet_api::serve(ctx.clone()));

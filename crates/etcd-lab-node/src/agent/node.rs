@@ -15,8 +15,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 
-use super::AgentConfig;
-use super::context::NodeContext;
+use crate::config::AgentConfig;
+use crate::kubelet_api::KUBELET_PORT;
+use crate::node_context::NodeContext;
 
 /// Lease renewal period.
 pub const LEASE_RENEW: Duration = Duration::from_secs(10);
@@ -24,8 +25,6 @@ pub const LEASE_RENEW: Duration = Duration::from_secs(10);
 pub const LEASE_DURATION_SECONDS: i32 = 40;
 /// The status is written at least this often.
 pub const STATUS_REPORT: Duration = Duration::from_secs(40);
-/// The kubelet port.
-pub const KUBELET_PORT: i32 = 10250;
 
 /// Labels of the Node.
 pub fn node_labels(config: &AgentConfig) -> BTreeMap<String, String> {

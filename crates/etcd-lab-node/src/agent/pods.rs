@@ -9,7 +9,7 @@ use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
-use super::context::NodeContext;
+use crate::node_context::NodeContext;
 use crate::pod::worker::{self, PodHandle};
 
 /// Runs until the watch stream ends (never, in practice).

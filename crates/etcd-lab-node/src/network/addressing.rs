@@ -18,6 +18,13 @@ pub const FIRST_POD_OCTET: u8 = 10;
 /// Last pod address (last octet) on a node subnet.
 pub const LAST_POD_OCTET: u8 = 250;
 
+/// The router namespace.
+pub const ROUTER_NETNS: &str = "etcdlab-router";
+/// The client namespace used by `etcd-lab exec`.
+pub const CLIENT_NETNS: &str = "etcdlab-client";
+/// Host end of the uplink veth.
+pub const UPLINK_HOST: &str = "etcdlab0";
+
 /// Gateway of node `index`'s subnet: the bridge address `10.244.<i>.1`.
 pub fn node_gateway(index: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 244, index, 1)

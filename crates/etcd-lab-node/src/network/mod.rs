@@ -8,10 +8,10 @@ mod topology;
 
 use std::path::PathBuf;
 
+pub use addressing::{CLIENT_NETNS, ROUTER_NETNS, UPLINK_HOST};
 pub use partition::{PartitionKind, heal_node, partition_node};
 pub use topology::{
-    CLIENT_NETNS, ROUTER_NETNS, UPLINK_HOST, setup_client, setup_node, setup_pod, setup_router,
-    teardown_all, teardown_node, teardown_pod,
+    setup_client, setup_node, setup_pod, setup_router, teardown_all, teardown_node, teardown_pod,
 };
 
 /// Errors of the network module.

@@ -9,9 +9,8 @@
 //! - `all_cut` (subnets): everything to or from the node's subnet.
 
 use super::NetworkError;
-use super::addressing::{HOST_IP, node_ip, node_subnet};
+use super::addressing::{HOST_IP, ROUTER_NETNS, node_ip, node_subnet};
 use super::command::nft_script;
-use super::topology::ROUTER_NETNS;
 
 /// Which traffic of a node a partition drops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -4,18 +4,13 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use super::addressing::{
-    CLIENT_OCTET, HOST_IP, LAB_CIDR, ROUTER_UPLINK_IP, SERVICE_CIDR, client_ip, node_gateway,
-    node_ip, node_netns_name, pod_netns_name, pod_veth_name, valid_node_index,
+    CLIENT_NETNS, CLIENT_OCTET, HOST_IP, LAB_CIDR, ROUTER_NETNS, ROUTER_UPLINK_IP, SERVICE_CIDR,
+    UPLINK_HOST, client_ip, node_gateway, node_ip, node_netns_name, pod_netns_name, pod_veth_name,
+    valid_node_index,
 };
 use super::command::{ip, ip_quiet, netns_list, run};
 use super::{NetworkError, partition};
 
-/// The router namespace.
-pub const ROUTER_NETNS: &str = "etcdlab-router";
-/// The client namespace used by `etcd-lab exec`.
-pub const CLIENT_NETNS: &str = "etcdlab-client";
-/// Host end of the uplink veth.
-pub const UPLINK_HOST: &str = "etcdlab0";
 const UPLINK_ROUTER: &str = "etcdlab0r";
 const CLIENT_BRIDGE: &str = "br-client";
 

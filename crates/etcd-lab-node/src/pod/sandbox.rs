@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::agent::AgentConfig;
+use crate::config::AgentConfig;
 use crate::network::{self, addressing};
 
 use super::dns;

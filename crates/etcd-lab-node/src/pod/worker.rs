@@ -18,10 +18,10 @@ use super::backoff::Backoff;
 use super::env::{EnvInputs, KeyedObjects, container_env, expand, referenced_objects};
 use super::sandbox::{self, Sandbox};
 use super::status::{ContainerView, PodView, RunState, build_status};
-use crate::agent::context::NodeContext;
 use crate::cgroup;
 use crate::container::{BindMount, ContainerSpec};
 use crate::image::resolve_image;
+use crate::node_context::NodeContext;
 use crate::probe::{ExecTarget, ProbeEvent, ProbeTarget, run_probes};
 use crate::volume::{self, PreparedVolumes, VolumeContext};
 

@@ -1,4 +1,5 @@
-//! The agent's configuration, written by `etcd-lab up` as JSON.
+//! The node agent's configuration, written by `etcd-lab up` as JSON; read
+//! by every part of the node (agent, pod workers, kubelet API).
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;

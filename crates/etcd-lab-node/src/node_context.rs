@@ -1,4 +1,5 @@
-//! State shared by the agent's tasks.
+//! State shared by the agent's tasks: the node's pod workers, its status loop
+//! and the kubelet API.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -6,8 +7,8 @@ use std::sync::Mutex;
 use kube::Client;
 use tokio::sync::Notify;
 
-use crate::agent::AgentConfig;
 use crate::cgroup::NodeCgroups;
+use crate::config::AgentConfig;
 
 /// What every pod worker and the node status loop share.
 pub(crate) struct NodeContext {
