@@ -1,15 +1,16 @@
-//! Names and addresses of a cluster's objects and members. One place, so the
-//! planner, the builders and the reconciler always agree.
+//! Names and addresses of a cluster's objects and members, the ports and
+//! the ID format of etcd. One place, below everything else, so the planner,
+//! the builders and the reconciler always agree.
 
 /// The default DNS domain of a Kubernetes cluster.
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
 /// etcd's client port.
-pub const CLIENT_PORT: i32 = 2379;
+pub const CLIENT_PORT: u16 = 2379;
 /// etcd's peer port.
-pub const PEER_PORT: i32 = 2380;
+pub const PEER_PORT: u16 = 2380;
 /// Port of etcd's `/metrics`, `/livez`, `/readyz` and `/health` (plain HTTP,
 /// `--listen-metrics-urls`), independent of the TLS of the client port.
-pub const METRICS_PORT: i32 = 2381;
+pub const METRICS_PORT: u16 = 2381;
 
 /// The member (Pod) name of an ordinal: `<cluster>-<ordinal>`.
 pub fn member_name(cluster: &str, ordinal: u32) -> String {
@@ -29,6 +30,11 @@ pub fn peer_service_name(cluster: &str) -> String {
 /// The Service clients use.
 pub fn client_service_name(cluster: &str) -> String {
     format!("{cluster}-client")
+}
+
+/// Name of the restore Pod of a cluster.
+pub fn restore_pod_name(cluster: &str) -> String {
+    format!("{cluster}-restore")
 }
 
 /// The PodDisruptionBudget of the members.
@@ -160,4 +166,16 @@ mod tests {
             "demo-0=http://demo-0.demo-peer.prod.svc.cluster.local:2380,demo-1=http://demo-1.demo-peer.prod.svc.cluster.local:2380"
         );
     }
+}
+
+/// Formats a member or cluster ID the way etcd and etcdctl print it
+/// (lower-case hex, no prefix).
+pub fn format_id(id: u64) -> String {
+    format!("{id:x}")
+}
+
+/// Parses a member or cluster ID printed in hex, with or without `0x`.
+pub fn parse_id(text: &str) -> Option<u64> {
+    let text = text.trim();
+    u64::from_str_radix(text.strip_prefix("0x").unwrap_or(text), 16).ok()
 }

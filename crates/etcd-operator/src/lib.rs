@@ -1,5 +1,6 @@
 //! The etcd operator library: API types, pure planner, etcd layer, reconciler.
 #![forbid(unsafe_code)]
+pub mod addressing;
 pub mod api;
 pub mod backup;
 pub mod etcd;

@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use etcd_operator::addressing::{CLIENT_PORT, METRICS_PORT};
 use etcd_operator::api::MemberRole;
-use etcd_operator::resources::names::{CLIENT_PORT, METRICS_PORT};
 use serde_json::{Value, json};
 
 use crate::common::{self, Harness, TestResult};

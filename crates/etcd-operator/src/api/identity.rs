@@ -38,15 +38,7 @@ pub struct MemberIdentity {
     pub member_id: Option<u64>,
 }
 
-/// Formats an etcd ID the way etcdctl prints it (lower-case hex).
-pub fn format_id(id: u64) -> String {
-    format!("{id:x}")
-}
-
-/// Parses an etcd ID printed by [`format_id`].
-pub fn parse_id(text: &str) -> Option<u64> {
-    u64::from_str_radix(text.trim(), 16).ok()
-}
+pub use crate::addressing::{format_id, parse_id};
 
 #[cfg(test)]
 mod tests {

@@ -179,12 +179,4 @@ impl ObservedEtcd {
     }
 }
 
-/// Formats a member or cluster ID the way etcd prints it.
-pub fn format_id(id: u64) -> String {
-    format!("{id:x}")
-}
-
-/// Parses a member or cluster ID printed in hex (as etcd and etcdctl do).
-pub fn parse_id(text: &str) -> Option<u64> {
-    u64::from_str_radix(text.trim().trim_start_matches("0x"), 16).ok()
-}
+pub use crate::addressing::{format_id, parse_id};

@@ -8,7 +8,7 @@ use super::observed::Observed;
 use crate::api::identity::parse_id;
 use crate::api::{MemberRole, MemberStatus};
 use crate::etcd::MemberId;
-use crate::resources::names::{ordinal_of_member, ordinal_of_peer_url};
+use crate::addressing::{ordinal_of_member, ordinal_of_peer_url};
 
 /// How long every voter must have been healthy before a membership change
 /// (etcd's own health interval).

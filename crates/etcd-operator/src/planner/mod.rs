@@ -11,12 +11,15 @@
 //! missing members as learners, scale down; finally the PodDisruptionBudget.
 
 mod action;
+mod context;
 mod decide;
 mod evidence;
 mod membership;
 mod observed;
 mod restore;
 mod status;
+mod step;
+mod survivor;
 
 #[cfg(test)]
 mod tests;
@@ -24,7 +27,9 @@ mod tests;
 use std::time::Duration;
 
 pub use action::{Action, Bootstrap};
-pub use decide::{Step, Survivor, SurvivorChoice, Waiting, first_token_of};
+pub use context::first_token_of;
+pub use step::{Step, Waiting};
+pub use survivor::{Survivor, SurvivorChoice};
 pub use membership::{HEALTH_STABILITY, quorum};
 pub use observed::{
     Children, GuardRefusal, NodeState, Observed, OrdinalObjects, PodPhase, PodState, PvcPhase,
@@ -70,7 +75,7 @@ pub enum EventType {
 
 /// Plans one pass: at most one action, and the status.
 pub fn plan(observed: &Observed) -> Plan {
-    let cx = decide::Context::new(observed);
+    let cx = context::Context::new(observed);
     let step = decide::decide(&cx);
     let status = status::build(&cx, &step);
     let events = events(observed, &step, &status);

@@ -19,11 +19,12 @@
 //!    learners, one at a time, like any scale-up.
 
 use super::action::{Action, Bootstrap};
-use super::decide::{Context, Step, Waiting};
+use super::context::Context;
+use super::step::{Step, Waiting};
 use super::observed::RestorePodState;
 use crate::api::RecoverySource;
 use crate::api::identity::MemberIdentity;
-use crate::resources::names::member_name;
+use crate::addressing::member_name;
 
 /// The next step of a restore in progress, `None` when there is none.
 pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {
@@ -110,7 +111,7 @@ pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {
             Some(RestorePodState::Failed(message)) if from_backup => {
                 Step::Wait(Waiting::NeedsAttention(format!(
                     "restore: the restore Pod failed ({message}); nothing was started from the backup; fix the cause (Secret, destination, backup) and delete the restore Pod {} to run it again",
-                    crate::resources::restore::restore_pod_name(&cx.o.name)
+                    crate::addressing::restore_pod_name(&cx.o.name)
                 )))
             }
             Some(RestorePodState::Failed(message)) => Step::Wait(Waiting::NeedsAttention(format!(

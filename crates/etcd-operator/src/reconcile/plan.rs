@@ -16,8 +16,8 @@ use super::facts;
 use super::observe::Snapshot;
 use crate::api::{EtcdCluster, EtcdClusterStatus};
 use crate::planner::{self, Action, EventType, Observed, OrdinalObjects};
-use crate::resources::names::{member_name, ordinal_of_member, pvc_name};
-use crate::resources::restore::restore_pod_name;
+use crate::addressing::{member_name, ordinal_of_member, pvc_name};
+use crate::addressing::restore_pod_name;
 use crate::resources::scheduling::{self, PlacementFacts, VolumeLocality};
 use crate::resources::{self, MemberAddressing};
 

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
 
-use super::names::{
+use crate::addressing::{
     CLIENT_PORT, METRICS_PORT, MemberAddressing, PEER_PORT, client_service_name, member_name,
     pdb_name, peer_service_name, pvc_name,
 };
@@ -77,7 +77,8 @@ fn meta(cluster: &EtcdCluster, name: String, ordinal: Option<u32>) -> ObjectMeta
     }
 }
 
-fn port(name: &str, port: i32) -> ServicePort {
+fn port(name: &str, port: u16) -> ServicePort {
+    let port = i32::from(port);
     ServicePort {
         name: Some(name.to_string()),
         port,
@@ -216,7 +217,7 @@ fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.to_string()),
-            port: IntOrString::Int(METRICS_PORT),
+            port: IntOrString::Int(i32::from(METRICS_PORT)),
             ..HTTPGetAction::default()
         }),
         period_seconds: Some(period),
@@ -427,17 +428,17 @@ pub fn member_pod_with(
         ports: Some(vec![
             ContainerPort {
                 name: Some("client".to_string()),
-                container_port: CLIENT_PORT,
+                container_port: i32::from(CLIENT_PORT),
                 ..ContainerPort::default()
             },
             ContainerPort {
                 name: Some("peer".to_string()),
-                container_port: PEER_PORT,
+                container_port: i32::from(PEER_PORT),
                 ..ContainerPort::default()
             },
             ContainerPort {
                 name: Some("metrics".to_string()),
-                container_port: METRICS_PORT,
+                container_port: i32::from(METRICS_PORT),
                 ..ContainerPort::default()
             },
         ]),

@@ -1,0 +1,224 @@
+//! What a pass derives once from its observation: the [`Context`] every
+//! step reads.
+
+use super::evidence::{data_gone, local_volume_on_deleted_node};
+use super::membership::{KnownMember, Membership, Source};
+use super::observed::{Observed, PodPhase};
+use crate::api::identity::{MemberIdentity, parse_id};
+
+/// Everything derived once per pass.
+pub struct Context<'a> {
+    /// The observation.
+    pub o: &'a Observed,
+    /// The membership.
+    pub membership: Membership,
+    /// Token of the current incarnation.
+    pub token: String,
+    /// The cluster has formed at least once (quorum was reached): from now
+    /// on, never `--initial-cluster-state=new`.
+    pub formed: bool,
+    /// The etcd cluster ID, when known.
+    pub cluster_id: Option<u64>,
+    /// Voters of the first bootstrap.
+    pub bootstrap_replicas: u32,
+    /// Desired voters.
+    pub replicas: u32,
+    /// The restore into a new incarnation in progress, if any.
+    pub restoring: Option<crate::api::RestoreStatus>,
+}
+
+impl<'a> Context<'a> {
+    /// Derives the context of an observation.
+    pub fn new(o: &'a Observed) -> Self {
+        let membership = Membership::from_observed(o);
+        let status_cluster_id = o.status.cluster_id.as_deref().and_then(parse_id);
+        let pvc_cluster_id = o
+            .ordinals
+            .values()
+            .filter_map(|objects| objects.pvc.as_ref()?.identity.cluster_id)
+            .next();
+        let live_cluster_id = if o.etcd.quorum_reachable {
+            o.etcd.cluster_id
+        } else {
+            None
+        };
+        let restoring = o.status.restore.clone().filter(|r| r.in_progress());
+        // While a restore runs, only the new incarnation serving tells its
+        // cluster ID; the lost incarnation's IDs (status, PVCs) are history.
+        let cluster_id = match &restoring {
+            Some(restore) => {
+                let lost = restore.from_cluster_id.as_deref().and_then(parse_id);
+                live_cluster_id.filter(|id| Some(*id) != lost)
+            }
+            None => live_cluster_id.or(status_cluster_id).or(pvc_cluster_id),
+        };
+        let token = match &restoring {
+            Some(restore) => restore.incarnation.clone(),
+            None => o
+                .status
+                .cluster_token
+                .clone()
+                .unwrap_or_else(|| first_token(o)),
+        };
+        let replicas = o.spec.replica_count();
+        let bootstrap_replicas = o
+            .status
+            .bootstrap_replicas
+            .and_then(|r| u32::try_from(r).ok())
+            .unwrap_or(replicas);
+        Self {
+            o,
+            membership,
+            token,
+            formed: cluster_id.is_some(),
+            cluster_id,
+            bootstrap_replicas,
+            replicas,
+            restoring,
+        }
+    }
+
+    pub(crate) fn name(&self, ordinal: u32) -> String {
+        crate::addressing::member_name(&self.o.name, ordinal)
+    }
+
+    pub(super) fn identity_of(&self, ordinal: u32) -> MemberIdentity {
+        let objects = self.o.objects(ordinal);
+        let from_pvc = objects.pvc.map(|p| p.identity).unwrap_or_default();
+        MemberIdentity {
+            cluster_token: self.token.clone(),
+            cluster_id: from_pvc.cluster_id.or(self.cluster_id),
+            member_id: from_pvc.member_id,
+        }
+    }
+
+    /// Data-loss evidence of an ordinal.
+    pub fn data_gone(&self, ordinal: u32) -> Option<String> {
+        let member = self.membership.of_ordinal(ordinal);
+        // Rule 10: a member whose etcd answers healthy from its own data is
+        // never lost, whatever the objects around it say (stripped labels,
+        // a deleted Node object, a PV deleted under Retain, a stale
+        // annotation).
+        if self.serves_from_own_data(ordinal) {
+            return None;
+        }
+        let objects = self.o.objects(ordinal);
+        if let Some(evidence) = data_gone(self.o, &objects, member.is_some()) {
+            // A deleted Node is confirmed gone only once its member has been
+            // down for memberFailureTimeout: a machine that lives registers
+            // its Node again well before.
+            let node_deleted_only =
+                local_volume_on_deleted_node(self.o, &objects).as_ref() == Some(&evidence);
+            if node_deleted_only && member.is_some_and(|m| !self.down_long_enough(m)) {
+                return None;
+            }
+            return Some(evidence);
+        }
+        // A PVC that records another member than the one etcd knows for
+        // this ordinal holds that other member's data.
+        let recorded = objects.pvc.as_ref().and_then(|p| p.identity.member_id);
+        match (member, recorded) {
+            (Some(m), Some(recorded))
+                if self.membership.source == Source::Live && recorded != m.id =>
+            {
+                Some(format!(
+                    "its PVC holds the data of removed member {recorded:x}"
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a member has been down for `memberFailureTimeout`.
+    fn down_long_enough(&self, member: &KnownMember) -> bool {
+        !member.healthy
+            && self
+                .o
+                .now
+                .duration_since(member.healthy_since)
+                .unsigned_abs()
+                >= self.o.spec.member_failure_timeout()
+    }
+
+    /// Whether the member of `ordinal` answers healthy right now, from the
+    /// data of the volume its Pod runs on: etcd itself says so.
+    pub fn serves_from_own_data(&self, ordinal: u32) -> bool {
+        self.membership.source == Source::Live
+            && self
+                .membership
+                .of_ordinal(ordinal)
+                .is_some_and(|m| m.started && m.healthy)
+            && self
+                .o
+                .objects(ordinal)
+                .pod
+                .is_some_and(|p| p.phase == PodPhase::Running)
+    }
+
+    /// Why the PVC of `ordinal` is kept although its member is gone: it
+    /// holds a member's data of an earlier incarnation (a survivor that a
+    /// restore did not start from), not known lost and not released by a
+    /// person.
+    pub fn retained(&self, ordinal: u32) -> Option<String> {
+        let objects = self.o.objects(ordinal);
+        let pvc = objects.pvc.as_ref()?;
+        let token = &pvc.identity.cluster_token;
+        let member = pvc.identity.member_id?;
+        if token.is_empty() || *token == self.token || pvc.released || pvc.deleting {
+            return None;
+        }
+        if self.restoring.is_none() && self.serves_from_own_data(ordinal) {
+            return None;
+        }
+        let name = self.name(ordinal);
+        let known_lost = self
+            .o
+            .status
+            .restore
+            .as_ref()
+            .is_some_and(|r| r.from_incarnation == *token && r.lost_members.contains(&name));
+        if known_lost || data_gone(self.o, &objects, false).is_some() {
+            return None;
+        }
+        Some(format!(
+            "the PVC of {name} keeps the data of member {member:x} of incarnation {token}"
+        ))
+    }
+
+    /// Voters whose data is known gone: they will never be healthy again, so
+    /// they do not hold up the changes that replace them.
+    pub fn lost_voters(&self) -> Vec<u64> {
+        self.membership
+            .voters()
+            .filter(|m| m.ordinal.and_then(|o| self.data_gone(o)).is_some())
+            .map(|m| m.id)
+            .collect()
+    }
+
+    /// The ordinals considered in this pass.
+    pub fn ordinals(&self) -> Vec<u32> {
+        let mut all: Vec<u32> = (0..self.replicas)
+            .chain(self.o.ordinals.keys().copied())
+            .chain(self.membership.ordinals())
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+}
+
+/// The first incarnation token: unique to this `EtcdCluster` object, and the
+/// same on every pass, so an operator restart never invents another one.
+fn first_token(o: &Observed) -> String {
+    first_token_of(&o.name, &o.uid)
+}
+
+/// The first incarnation token of the cluster `name` with UID `uid`.
+pub fn first_token_of(name: &str, uid: &str) -> String {
+    let uid: String = uid
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(12)
+        .collect();
+    format!("{name}-{uid}")
+}
