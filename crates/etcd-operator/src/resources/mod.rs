@@ -2,6 +2,7 @@
 //! member Pods and the PodDisruptionBudget. No I/O: spec in, objects out.
 
 
+mod labels;
 mod objects;
 pub mod restore;
 pub mod scheduling;
@@ -10,9 +11,10 @@ pub mod scheduling;
 mod tests;
 
 pub use crate::addressing::MemberAddressing;
+pub use labels::{member_labels, selector_labels};
 pub use objects::{
     DATA_DIR, DATA_MOUNT, ETCD_USER, MemberPodFacts, client_service, container_security_context,
-    etcd_args, guard_args, identity_annotations, member_labels, member_pod, member_pod_with, pdb,
-    peer_service, pod_security_context, pvc, selector_labels,
+    etcd_args, guard_args, identity_annotations, member_pod, member_pod_with, pdb,
+    peer_service, pod_security_context, pvc,
 };
 pub use scheduling::{PlacementFacts, VolumeLocality};

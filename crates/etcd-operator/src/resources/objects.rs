@@ -18,11 +18,10 @@ use crate::addressing::{
     CLIENT_PORT, METRICS_PORT, MemberAddressing, PEER_PORT, client_service_name, member_name,
     pdb_name, peer_service_name, pvc_name,
 };
+use super::labels::{labels, selector_labels};
 use super::scheduling::{self, PlacementFacts};
 use crate::api::identity::{
-    APP_NAME, CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, INSTANCE_LABEL,
-    MANAGED_BY_LABEL, MANAGER, MEMBER_ID_ANNOTATION, MemberIdentity, NAME_LABEL, ORDINAL_LABEL,
-    format_id,
+    CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION, MemberIdentity, format_id,
 };
 use crate::api::{EtcdCluster, MemberPodTemplate, version};
 use crate::planner::Bootstrap;
@@ -43,29 +42,6 @@ pub const ETCD_BINARY: &str = "/usr/local/bin/etcd";
 
 /// The user etcd runs as.
 pub const ETCD_USER: i64 = 1000;
-
-/// Labels selecting every member Pod of a cluster.
-pub fn selector_labels(cluster: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (NAME_LABEL.to_string(), APP_NAME.to_string()),
-        (INSTANCE_LABEL.to_string(), cluster.to_string()),
-        (CLUSTER_LABEL.to_string(), cluster.to_string()),
-    ])
-}
-
-/// The labels of the objects of member `ordinal` (its PVC and Pod).
-pub fn member_labels(cluster: &str, ordinal: u32) -> BTreeMap<String, String> {
-    labels(cluster, Some(ordinal))
-}
-
-fn labels(cluster: &str, ordinal: Option<u32>) -> BTreeMap<String, String> {
-    let mut labels = selector_labels(cluster);
-    labels.insert(MANAGED_BY_LABEL.to_string(), MANAGER.to_string());
-    if let Some(ordinal) = ordinal {
-        labels.insert(ORDINAL_LABEL.to_string(), ordinal.to_string());
-    }
-    labels
-}
 
 fn meta(cluster: &EtcdCluster, name: String, ordinal: Option<u32>) -> ObjectMeta {
     ObjectMeta {

@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::objects::selector_labels;
+use super::labels::selector_labels;
 use crate::api::MemberPodTemplate;
 use crate::planner::VolumeKind;
 
