@@ -50,7 +50,8 @@ pub struct AgentConfig {
     #[serde(default)]
     pub capacity: NodeCapacity,
     /// Root of the cgroup2 hierarchy to use; detected when absent
-    /// (`/sys/fs/cgroup` if it is cgroup2, else `/sys/fs/cgroup/unified`).
+    /// (`/sys/fs/cgroup` or `/sys/fs/cgroup/unified` when it is cgroup2,
+    /// else the first cgroup2 mount).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_root: Option<PathBuf>,
 }

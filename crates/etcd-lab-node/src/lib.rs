@@ -3,7 +3,6 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
-pub mod cgroup;
 pub mod config;
 pub mod container;
 pub mod image;

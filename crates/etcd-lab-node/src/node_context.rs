@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use etcd_lab_common::cgroup::NodeCgroups;
 use kube::Client;
 use tokio::sync::Notify;
 
-use crate::cgroup::NodeCgroups;
 use crate::config::AgentConfig;
 
 /// What every pod worker and the node status loop share.

@@ -6,21 +6,19 @@ mod pods;
 
 pub use crate::config::{AgentConfig, ConfigError, NodeCapacity};
 
+use etcd_lab_common::cgroup::{self, CgroupError, NodeCgroups};
+use etcd_lab_common::kube_client::{self, KubeClientError, Timeouts};
+use etcd_lab_common::{IoContext, IoError};
+
 /// Errors that stop the agent.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error("kubeconfig {path}: {message}")]
-    Kubeconfig {
-        path: std::path::PathBuf,
-        message: String,
-    },
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Client(#[from] KubeClientError),
+    #[error("cgroups: {0}")]
+    Cgroup(#[from] CgroupError),
+    #[error(transparent)]
+    Io(#[from] IoError),
 }
 
 /// Runs the agent until SIGTERM (or SIGINT): registers the Node, renews
@@ -29,33 +27,15 @@ pub enum AgentError {
 /// starts its pods again from their volumes).
 pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let kubeconfig = kube::config::Kubeconfig::read_from(&config.kubeconfig).map_err(|e| {
-        AgentError::Kubeconfig {
-            path: config.kubeconfig.clone(),
-            message: e.to_string(),
-        }
-    })?;
-    let client_config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| AgentError::Kubeconfig {
-        path: config.kubeconfig.clone(),
-        message: e.to_string(),
-    })?;
-    let client = kube::Client::try_from(client_config)?;
-    let root = config
-        .cgroup_root
-        .clone()
-        .unwrap_or_else(crate::cgroup::detect_root);
-    let cgroups = crate::cgroup::NodeCgroups::new(&root, &config.node_name);
+    let client = kube_client::from_kubeconfig(&config.kubeconfig, Timeouts::WATCH).await?;
+    let root = match &config.cgroup_root {
+        Some(root) => root.clone(),
+        None => cgroup::detect_root()?,
+    };
+    let cgroups = NodeCgroups::new(&root, &config.node_name);
     cgroups.kill_all_containers().await;
     for dir in [config.pods_dir(), config.node_log_dir()] {
-        std::fs::create_dir_all(&dir).map_err(|source| AgentError::Io {
-            context: format!("create {}", dir.display()),
-            source,
-        })?;
+        std::fs::create_dir_all(&dir).context(|| format!("create {}", dir.display()))?;
     }
     tracing::info!(node = %config.node_name, ip = %config.node_ip, "node agent starting");
     let ctx = std::sync::Arc::new(crate::node_context::NodeContext::new(
@@ -65,10 +45,7 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     let pods = tokio::spawn(pods::watch_pods(ctx.clone()));
     let logs = tokio::spawn(crate::kubelet_api::serve(ctx.clone()));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|source| AgentError::Io {
-            context: "install SIGTERM handler".into(),
-            source,
-        })?;
+        .context(|| "install SIGTERM handler".into())?;
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}

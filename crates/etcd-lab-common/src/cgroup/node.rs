@@ -1,18 +1,9 @@
-//! cgroup2 layout of a node: `<root>/etcd-lab/node-NODE/pod-UID-CONTAINER`.
-//! The lab kills or freezes a whole node through `node-NODE`.
+//! The groups of one node: `<root>/etcd-lab/node-NODE/pod-UID-CONTAINER`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The cgroup2 mount: `/sys/fs/cgroup` when it is cgroup2, else `/sys/fs/cgroup/unified`.
-pub fn detect_root() -> PathBuf {
-    let unified = Path::new("/sys/fs/cgroup");
-    if unified.join("cgroup.controllers").exists() {
-        unified.to_owned()
-    } else {
-        unified.join("unified")
-    }
-}
+use super::lab::LAB_GROUP;
 
 /// The cgroups of one node.
 #[derive(Debug, Clone)]
@@ -24,7 +15,7 @@ impl NodeCgroups {
     /// `<root>/etcd-lab/node-NODE`.
     pub fn new(root: &Path, node: &str) -> Self {
         Self {
-            node_dir: root.join("etcd-lab").join(format!("node-{node}")),
+            node_dir: root.join(LAB_GROUP).join(format!("node-{node}")),
         }
     }
 
@@ -81,7 +72,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn layout_matches_architecture() {
+    fn containers_are_below_the_node_below_the_lab() {
         let c = NodeCgroups::new(Path::new("/sys/fs/cgroup/unified"), "n1");
         assert_eq!(
             c.container("u1", "etcd"),
