@@ -5,9 +5,25 @@ use futures::future::join_all;
 
 use super::admin::{EtcdAdmin, preference_order};
 use super::client::ConnectSettings;
+use super::error::EtcdError;
 use super::types::{
     EndpointObservation, EndpointStatus, MemberHealth, MemberList, ObservedEtcd, ObservedMember,
 };
+
+/// Why no quorum served a linearizable read during an observation.
+#[derive(Debug, thiserror::Error)]
+pub enum QuorumError {
+    /// No member that answered its status knows a leader.
+    #[error("no reachable member knows a leader")]
+    LeaderUnknown,
+    /// No endpoint answered its status, so none was tried.
+    #[error("no endpoint to try")]
+    NoEndpoint,
+    /// The read failed: etcd's refusal, or the last endpoint's error when
+    /// none could be reached.
+    #[error(transparent)]
+    Read(#[from] EtcdError),
+}
 
 /// Observes the etcd cluster behind `endpoints`. See [`EtcdAdmin::observe`].
 pub async fn observe(
@@ -83,7 +99,7 @@ impl EtcdAdmin {
         );
         let (quorum_reachable, quorum_error) = match quorum {
             Ok(()) => (true, None),
-            Err(reason) => (false, Some(reason)),
+            Err(error) => (false, Some(error.to_string())),
         };
 
         let (cluster_id, members, members_reported_by) = match list {
@@ -111,16 +127,16 @@ impl EtcdAdmin {
     }
 
     /// A linearizable read through the best endpoint that answers.
-    async fn quorum_check(&self, order: &[String], leader_known: bool) -> Result<(), String> {
+    async fn quorum_check(&self, order: &[String], leader_known: bool) -> Result<(), QuorumError> {
         if !leader_known {
-            return Err("no reachable member knows a leader".to_string());
+            return Err(QuorumError::LeaderUnknown);
         }
-        let mut last_error = String::from("no endpoint to try");
+        let mut last_error = QuorumError::NoEndpoint;
         for endpoint in order {
             match self.clients.quorum_read(endpoint).await {
                 Ok(_) => return Ok(()),
-                Err(error) if error.is_unreachable() => last_error = error.to_string(),
-                Err(error) => return Err(error.to_string()),
+                Err(error) if error.is_unreachable() => last_error = error.into(),
+                Err(error) => return Err(error.into()),
             }
         }
         Err(last_error)
@@ -173,4 +189,54 @@ fn same_endpoint(a: &str, b: &str) -> bool {
             .trim_end_matches('/')
     }
     strip(a) == strip(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// An endpoint nothing listens on: a port bound, then released.
+    fn closed_endpoint() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        format!("http://127.0.0.1:{port}")
+    }
+
+    fn admin(endpoint: &str) -> EtcdAdmin {
+        let settings = ConnectSettings {
+            connect_timeout: Duration::from_millis(500),
+            request_timeout: Duration::from_secs(2),
+        };
+        EtcdAdmin::new([endpoint], settings).expect("admin")
+    }
+
+    #[tokio::test]
+    async fn a_quorum_check_says_why_no_read_was_served() {
+        let endpoint = closed_endpoint();
+        let admin = admin(&endpoint);
+        let order = vec![endpoint.clone()];
+
+        let error = admin.quorum_check(&order, false).await.expect_err("leader");
+        assert!(matches!(error, QuorumError::LeaderUnknown), "{error}");
+        assert_eq!(error.to_string(), "no reachable member knows a leader");
+
+        let error = admin
+            .quorum_check(&[], true)
+            .await
+            .expect_err("no endpoint");
+        assert!(matches!(error, QuorumError::NoEndpoint), "{error}");
+        assert_eq!(error.to_string(), "no endpoint to try");
+
+        let error = admin.quorum_check(&order, true).await.expect_err("refused");
+        match &error {
+            QuorumError::Read(read) => {
+                assert!(read.is_unreachable(), "{read}");
+                assert_eq!(error.to_string(), read.to_string());
+            }
+            other => panic!("expected the read's error, got {other:?}"),
+        }
+        assert!(error.to_string().contains(&endpoint), "{error}");
+    }
 }
