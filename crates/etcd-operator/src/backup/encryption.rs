@@ -37,8 +37,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, ReadBuf};
 
-use super::verify::hex;
-
 /// Bytes of plaintext per chunk (the last chunk holds 0 to this many).
 pub const CHUNK_SIZE: usize = 64 * 1024;
 /// Bytes of the authentication tag after each chunk.
@@ -162,7 +160,7 @@ impl EncryptionKey {
     /// Hex of the first 8 bytes of SHA-256 over a fixed label and the key:
     /// names the key in metadata and errors without revealing it.
     pub fn fingerprint(&self) -> String {
-        hex(&self.fingerprint_bytes())
+        hex::encode(self.fingerprint_bytes())
     }
 
     fn fingerprint_bytes(&self) -> [u8; FINGERPRINT_LEN] {
@@ -368,7 +366,7 @@ impl Opener {
         let (fingerprint, nonce_prefix) = rest[1..].split_at(FINGERPRINT_LEN);
         if fingerprint != self.key.fingerprint_bytes() {
             return Err(EncryptionError::WrongKey {
-                object: hex(fingerprint),
+                object: hex::encode(fingerprint),
                 given: self.key.fingerprint(),
             });
         }
