@@ -3,6 +3,136 @@
 use crate::api::identity::{MemberIdentity, format_id};
 use crate::etcd::MemberId;
 
+/// Every kind of action, each with its one row in [`ActionKind::row`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ActionKind {
+    CreatePeerService,
+    CreateClientService,
+    ApplyPodDisruptionBudget,
+    RestoreLabels,
+    CreatePvc,
+    CreatePod,
+    DeletePod,
+    /// A Pod deleted without its grace period (its node is confirmed gone).
+    ForceDeletePod,
+    DeletePvc,
+    AnnotatePvcIdentity,
+    AddLearner,
+    PromoteLearner,
+    RemoveMember,
+    TransferLeadership,
+    RestoreFromSurvivor,
+    RestoreFromBackup,
+    AdvanceRaftLog,
+    RunRestore,
+    DeleteRestorePod,
+    AdoptRestoredVolume,
+}
+
+/// What a kind of action publishes when it is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActionEvent {
+    /// A Normal Event.
+    Normal,
+    /// A Warning Event: the action removes or replaces something.
+    Warning,
+    /// No Event: the action repeats every pass while something converges
+    /// (status and the log say it; an Event each time would be noise).
+    Quiet,
+}
+
+/// One row of the table of action kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActionRow {
+    /// PascalCase and stable: status `lastOperation.type`, the Event's
+    /// reason and action, the `action` label of the actions metric.
+    pub name: &'static str,
+    /// The Event the action publishes when it is taken.
+    pub event: ActionEvent,
+    /// Whether it changes etcd's membership.
+    pub changes_membership: bool,
+}
+
+impl ActionKind {
+    /// Every kind, in the order of the table.
+    pub const ALL: [ActionKind; 20] = [
+        Self::CreatePeerService,
+        Self::CreateClientService,
+        Self::ApplyPodDisruptionBudget,
+        Self::RestoreLabels,
+        Self::CreatePvc,
+        Self::CreatePod,
+        Self::DeletePod,
+        Self::ForceDeletePod,
+        Self::DeletePvc,
+        Self::AnnotatePvcIdentity,
+        Self::AddLearner,
+        Self::PromoteLearner,
+        Self::RemoveMember,
+        Self::TransferLeadership,
+        Self::RestoreFromSurvivor,
+        Self::RestoreFromBackup,
+        Self::AdvanceRaftLog,
+        Self::RunRestore,
+        Self::DeleteRestorePod,
+        Self::AdoptRestoredVolume,
+    ];
+
+    /// The table: the one place that names a kind of action and says what
+    /// it publishes.
+    pub const fn row(self) -> ActionRow {
+        use ActionEvent::{Normal, Quiet, Warning};
+        let (name, event, changes_membership) = match self {
+            Self::CreatePeerService => ("CreatePeerService", Normal, false),
+            Self::CreateClientService => ("CreateClientService", Normal, false),
+            Self::ApplyPodDisruptionBudget => ("ApplyPodDisruptionBudget", Normal, false),
+            Self::RestoreLabels => ("RestoreLabels", Normal, false),
+            Self::CreatePvc => ("CreatePvc", Normal, false),
+            Self::CreatePod => ("CreatePod", Normal, false),
+            Self::DeletePod => ("DeletePod", Normal, false),
+            Self::ForceDeletePod => ("ForceDeletePod", Warning, false),
+            Self::DeletePvc => ("DeletePvc", Warning, false),
+            Self::AnnotatePvcIdentity => ("AnnotatePvcIdentity", Normal, false),
+            Self::AddLearner => ("AddLearner", Normal, true),
+            Self::PromoteLearner => ("PromoteLearner", Normal, true),
+            Self::RemoveMember => ("RemoveMember", Warning, true),
+            Self::TransferLeadership => ("TransferLeadership", Normal, false),
+            Self::RestoreFromSurvivor => ("RestoreFromSurvivor", Warning, false),
+            Self::RestoreFromBackup => ("RestoreFromBackup", Normal, false),
+            Self::AdvanceRaftLog => ("AdvanceRaftLog", Quiet, false),
+            Self::RunRestore => ("RunRestore", Normal, false),
+            Self::DeleteRestorePod => ("DeleteRestorePod", Normal, false),
+            Self::AdoptRestoredVolume => ("AdoptRestoredVolume", Normal, false),
+        };
+        ActionRow {
+            name,
+            event,
+            changes_membership,
+        }
+    }
+
+    /// The kind's stable name.
+    pub const fn name(self) -> &'static str {
+        self.row().name
+    }
+
+    /// What the kind publishes when taken.
+    pub const fn event(self) -> ActionEvent {
+        self.row().event
+    }
+
+    /// Whether the kind changes etcd's membership.
+    pub const fn changes_membership(self) -> bool {
+        self.row().changes_membership
+    }
+}
+
+impl std::fmt::Display for ActionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// How a member Pod starts etcd.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Bootstrap {
@@ -204,37 +334,35 @@ pub enum Action {
 }
 
 impl Action {
-    /// The kind of action, for status, Events and metrics.
-    pub fn kind(&self) -> &'static str {
+    /// The kind of action: its name, its Event and its metric label.
+    pub fn kind(&self) -> ActionKind {
         match self {
-            Self::CreatePeerService => "CreatePeerService",
-            Self::CreateClientService => "CreateClientService",
-            Self::ApplyPodDisruptionBudget { .. } => "ApplyPodDisruptionBudget",
-            Self::RestoreLabels { .. } => "RestoreLabels",
-            Self::CreatePvc { .. } => "CreatePvc",
-            Self::CreatePod { .. } => "CreatePod",
-            Self::DeletePod { .. } => "DeletePod",
-            Self::DeletePvc { .. } => "DeletePvc",
-            Self::AnnotatePvcIdentity { .. } => "AnnotatePvcIdentity",
-            Self::AddLearner { .. } => "AddLearner",
-            Self::PromoteLearner { .. } => "PromoteLearner",
-            Self::RemoveMember { .. } => "RemoveMember",
-            Self::TransferLeadership { .. } => "TransferLeadership",
-            Self::RestoreFromSurvivor { .. } => "RestoreFromSurvivor",
-            Self::RestoreFromBackup { .. } => "RestoreFromBackup",
-            Self::AdvanceRaftLog { .. } => "AdvanceRaftLog",
-            Self::RunRestore { .. } => "RunRestore",
-            Self::DeleteRestorePod { .. } => "DeleteRestorePod",
-            Self::AdoptRestoredVolume { .. } => "AdoptRestoredVolume",
+            Self::CreatePeerService => ActionKind::CreatePeerService,
+            Self::CreateClientService => ActionKind::CreateClientService,
+            Self::ApplyPodDisruptionBudget { .. } => ActionKind::ApplyPodDisruptionBudget,
+            Self::RestoreLabels { .. } => ActionKind::RestoreLabels,
+            Self::CreatePvc { .. } => ActionKind::CreatePvc,
+            Self::CreatePod { .. } => ActionKind::CreatePod,
+            Self::DeletePod { force: false, .. } => ActionKind::DeletePod,
+            Self::DeletePod { force: true, .. } => ActionKind::ForceDeletePod,
+            Self::DeletePvc { .. } => ActionKind::DeletePvc,
+            Self::AnnotatePvcIdentity { .. } => ActionKind::AnnotatePvcIdentity,
+            Self::AddLearner { .. } => ActionKind::AddLearner,
+            Self::PromoteLearner { .. } => ActionKind::PromoteLearner,
+            Self::RemoveMember { .. } => ActionKind::RemoveMember,
+            Self::TransferLeadership { .. } => ActionKind::TransferLeadership,
+            Self::RestoreFromSurvivor { .. } => ActionKind::RestoreFromSurvivor,
+            Self::RestoreFromBackup { .. } => ActionKind::RestoreFromBackup,
+            Self::AdvanceRaftLog { .. } => ActionKind::AdvanceRaftLog,
+            Self::RunRestore { .. } => ActionKind::RunRestore,
+            Self::DeleteRestorePod { .. } => ActionKind::DeleteRestorePod,
+            Self::AdoptRestoredVolume { .. } => ActionKind::AdoptRestoredVolume,
         }
     }
 
     /// Whether the action changes etcd membership.
     pub fn changes_membership(&self) -> bool {
-        matches!(
-            self,
-            Self::AddLearner { .. } | Self::PromoteLearner { .. } | Self::RemoveMember { .. }
-        )
+        self.kind().changes_membership()
     }
 
     /// A sentence for status and Events.
@@ -356,5 +484,55 @@ impl Action {
                 member(ordinal)
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_name_and_is_listed_once() {
+        let names: BTreeSet<&str> = ActionKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names.len(), ActionKind::ALL.len());
+        let kinds: BTreeSet<ActionKind> = ActionKind::ALL.into_iter().collect();
+        assert_eq!(kinds.len(), ActionKind::ALL.len());
+    }
+
+    #[test]
+    fn destructive_kinds_warn_and_membership_kinds_are_marked() {
+        for kind in [
+            ActionKind::RemoveMember,
+            ActionKind::DeletePvc,
+            ActionKind::RestoreFromSurvivor,
+            ActionKind::ForceDeletePod,
+        ] {
+            assert_eq!(kind.event(), ActionEvent::Warning, "{kind}");
+        }
+        let membership: Vec<ActionKind> = ActionKind::ALL
+            .into_iter()
+            .filter(|k| k.changes_membership())
+            .collect();
+        assert_eq!(
+            membership,
+            [
+                ActionKind::AddLearner,
+                ActionKind::PromoteLearner,
+                ActionKind::RemoveMember
+            ]
+        );
+    }
+
+    #[test]
+    fn a_forced_pod_deletion_is_its_own_kind() {
+        let delete = |force| Action::DeletePod {
+            ordinal: 0,
+            force,
+            reason: "node gone".into(),
+        };
+        assert_eq!(delete(false).kind(), ActionKind::DeletePod);
+        assert_eq!(delete(true).kind(), ActionKind::ForceDeletePod);
     }
 }

@@ -3,11 +3,11 @@
 
 use super::action::{Action, Bootstrap};
 use super::context::Context;
-use super::step::{Step, Waiting};
-use super::survivor::{Survivor, SurvivorChoice, approved_survivor, choose_survivor};
 use super::evidence::{PodTrouble, data_gone, pod_trouble};
 use super::membership::{KnownMember, Source, quorum};
 use super::observed::PodPhase;
+use super::step::{Step, Waiting};
+use super::survivor::{Survivor, SurvivorChoice, approved_survivor, choose_survivor};
 use crate::api::identity::MemberIdentity;
 use crate::api::{RecoveryPolicy, RecoverySource, RetentionPolicy};
 

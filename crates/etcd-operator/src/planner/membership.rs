@@ -5,10 +5,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::observed::Observed;
+use crate::addressing::{ordinal_of_member, ordinal_of_peer_url};
 use crate::api::identity::parse_id;
 use crate::api::{MemberRole, MemberStatus};
 use crate::etcd::MemberId;
-use crate::addressing::{ordinal_of_member, ordinal_of_peer_url};
 
 /// How long every voter must have been healthy before a membership change
 /// (etcd's own health interval).

@@ -26,15 +26,15 @@ mod tests;
 
 use std::time::Duration;
 
-pub use action::{Action, Bootstrap};
+pub use action::{Action, ActionEvent, ActionKind, ActionRow, Bootstrap};
 pub use context::first_token_of;
-pub use step::{Step, Waiting};
-pub use survivor::{Survivor, SurvivorChoice};
 pub use membership::{HEALTH_STABILITY, quorum};
 pub use observed::{
     Children, GuardRefusal, NodeState, Observed, OrdinalObjects, PodPhase, PodState, PvcPhase,
     PvcState, RestorePodState, VolumeKind,
 };
+pub use step::{Step, Waiting};
+pub use survivor::{Survivor, SurvivorChoice};
 
 use crate::api::ConditionType;
 
@@ -107,28 +107,19 @@ fn events(
     status: &crate::api::EtcdClusterStatus,
 ) -> Vec<PlannedEvent> {
     let mut events = Vec::new();
-    // Repeated every pass while a learner joins: status and logs say it,
-    // an Event each time would only be noise.
-    let quiet = matches!(step, Step::Act(Action::AdvanceRaftLog { .. }));
-    if let Step::Act(action) = step
-        && !quiet
-    {
-        let warning = matches!(
-            action,
-            Action::RemoveMember { .. }
-                | Action::DeletePvc { .. }
-                | Action::RestoreFromSurvivor { .. }
-                | Action::DeletePod { force: true, .. }
-        );
-        events.push(PlannedEvent {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: action.kind().to_string(),
-            message: action.describe(&observed.name),
-        });
+    if let Step::Act(action) = step {
+        let type_ = match action.kind().event() {
+            ActionEvent::Normal => Some(EventType::Normal),
+            ActionEvent::Warning => Some(EventType::Warning),
+            ActionEvent::Quiet => None,
+        };
+        if let Some(type_) = type_ {
+            events.push(PlannedEvent {
+                type_,
+                reason: action.kind().to_string(),
+                message: action.describe(&observed.name),
+            });
+        }
     }
     for (type_, warning_when_true) in [
         (ConditionType::QuorumLost, true),

@@ -20,11 +20,11 @@
 
 use super::action::{Action, Bootstrap};
 use super::context::Context;
-use super::step::{Step, Waiting};
 use super::observed::RestorePodState;
+use super::step::{Step, Waiting};
+use crate::addressing::member_name;
 use crate::api::RecoverySource;
 use crate::api::identity::MemberIdentity;
-use crate::addressing::member_name;
 
 /// The next step of a restore in progress, `None` when there is none.
 pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {

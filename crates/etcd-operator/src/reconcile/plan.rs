@@ -14,10 +14,10 @@ use kube::ResourceExt;
 use super::act::{Child, Step};
 use super::facts;
 use super::observe::Snapshot;
-use crate::api::{EtcdCluster, EtcdClusterStatus};
-use crate::planner::{self, Action, EventType, Observed, OrdinalObjects};
-use crate::addressing::{member_name, ordinal_of_member, pvc_name};
 use crate::addressing::restore_pod_name;
+use crate::addressing::{member_name, ordinal_of_member, pvc_name};
+use crate::api::{EtcdCluster, EtcdClusterStatus};
+use crate::planner::{self, Action, ActionKind, EventType, Observed, OrdinalObjects};
 use crate::resources::scheduling::{self, PlacementFacts, VolumeLocality};
 use crate::resources::{self, MemberAddressing};
 
@@ -35,8 +35,14 @@ pub struct BuildSettings {
 pub struct PassPlan {
     /// The one step to take, if any.
     pub step: Option<Step>,
+    /// The kind of the planner's action behind the step: its name in
+    /// status, Events, the log and metrics.
+    pub action: Option<ActionKind>,
     /// The planner's sentence for that step, for its Event and the log.
     pub description: Option<String>,
+    /// The Event of the action, published once the step is taken (none
+    /// for a quiet kind).
+    pub action_event: Option<PlanEvent>,
     /// The status to write (timestamps are settled by `status::finalize`).
     pub status: EtcdClusterStatus,
     /// Events reporting waits, condition changes and refusals.
@@ -67,19 +73,21 @@ pub fn plan(
 ) -> PassPlan {
     let observed = observed(cluster, snapshot, now);
     let planned = planner::plan(&observed);
-    let action_kind = planned.action.as_ref().map(Action::kind);
-    let events: Vec<PlanEvent> = planned
+    let action = planned.action.as_ref().map(Action::kind);
+    let to_event = |e: &planner::PlannedEvent, action: &str| PlanEvent {
+        warning: e.type_ == EventType::Warning,
+        reason: e.reason.clone(),
+        note: e.message.clone(),
+        action: action.to_owned(),
+    };
+    // The action's own Event is published by the pipeline once it is taken.
+    let (action_events, events): (Vec<_>, Vec<_>) = planned
         .events
         .iter()
-        // The action's own Event is published by the pipeline with its outcome.
-        .filter(|e| Some(e.reason.as_str()) != action_kind)
-        .map(|e| PlanEvent {
-            warning: e.type_ == EventType::Warning,
-            reason: e.reason.clone(),
-            note: e.message.clone(),
-            action: "Observe".to_owned(),
-        })
-        .collect();
+        .partition(|e| action.is_some_and(|kind| e.reason == kind.name()));
+    let action_event =
+        action.and_then(|kind| action_events.first().map(|e| to_event(e, kind.name())));
+    let events: Vec<PlanEvent> = events.into_iter().map(|e| to_event(e, "Observe")).collect();
     let status = planned.status;
     let description = planned.action.as_ref().map(|a| a.describe(&observed.name));
     let step = planned
@@ -94,7 +102,9 @@ pub fn plan(
     };
     PassPlan {
         step,
+        action,
         description,
+        action_event,
         status,
         events,
         requeue_after,

@@ -216,7 +216,7 @@ fn deleted_node_with_local_volume_replaces_the_member() {
     assert!(!new.learner);
     assert_eq!(sim.healthy_voters(), 3);
     assert_eq!(sim.status.cluster_id, cluster_id);
-    let kinds: Vec<&str> = sim.actions.iter().map(Action::kind).collect();
+    let kinds: Vec<&str> = sim.actions.iter().map(|a| a.kind().name()).collect();
     let remove = kinds
         .iter()
         .position(|k| *k == "RemoveMember")
@@ -316,7 +316,7 @@ fn approved_restore_runs_to_a_full_new_incarnation() {
     assert_ne!(sim.status.cluster_token, old_token);
     sim.run(150);
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
-    let kinds: Vec<&str> = sim.actions.iter().map(Action::kind).collect();
+    let kinds: Vec<&str> = sim.actions.iter().map(|a| a.kind().name()).collect();
     for kind in ["RunRestore", "AdoptRestoredVolume", "DeleteRestorePod"] {
         assert!(kinds.contains(&kind), "{kind} missing: {kinds:?}");
     }
@@ -420,7 +420,7 @@ fn a_cluster_bootstrapped_from_a_backup_never_starts_empty() {
     // The backup goes into member 0's fresh volume; nothing bootstraps an
     // empty keyspace; the others join one at a time.
     assert_eq!(new_count(&sim), 0, "{:?}", sim.actions);
-    let kinds: Vec<&str> = sim.actions.iter().map(Action::kind).collect();
+    let kinds: Vec<&str> = sim.actions.iter().map(|a| a.kind().name()).collect();
     for kind in ["RunRestore", "AdoptRestoredVolume", "DeleteRestorePod"] {
         assert!(kinds.contains(&kind), "{kind} missing: {kinds:?}");
     }
