@@ -3,6 +3,7 @@
 pub mod addressing;
 pub mod api;
 pub mod backup;
+pub mod controller_kit;
 pub mod etcd;
 pub mod member_guard;
 pub mod planner;

@@ -15,12 +15,14 @@
 //!   each full backup), gap detection, and the replay a restore uses
 //!   ([`segment_chain`], [`replay_segments`]).
 //! - [`controller`]: the `EtcdBackup` and `EtcdBackupSchedule` controllers.
+//! - `kube_time`: Kubernetes timestamps of the backup code's times.
 
 pub mod controller;
 mod destination;
 pub mod encryption;
 mod error;
 pub mod incremental;
+mod kube_time;
 mod metadata;
 mod restore;
 mod retention;

@@ -10,62 +10,27 @@
 //! read is reported on that object alone. A pass that panics likewise
 //! fails for its cluster only.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
-
-use std::panic::AssertUnwindSafe;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::runtime::controller::{self, Action};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
+use super::context::{Context, ControllerConfig};
 use super::error::{Category, ReconcileError};
 use super::node_index::{ClusterKey, NodeIndex};
 use super::pipeline;
 use crate::api::identity::MANAGED_BY_LABEL;
-use crate::etcd::ConnectSettings;
+use crate::controller_kit::{events, scope};
 use crate::telemetry::{Health, Metrics};
-
-/// Settings of the controller.
-#[derive(Debug, Clone)]
-pub struct ControllerConfig {
-    /// Watch one namespace only; all namespaces when `None`.
-    pub namespace: Option<String>,
-    /// Longest time between two passes of a cluster (after a step, or
-    /// while waiting on progress, the planner asks for sooner).
-    pub idle_requeue: Duration,
-    /// Timeouts of etcd requests.
-    pub etcd: ConnectSettings,
-    /// Clusters reconciled at the same time.
-    pub concurrency: u16,
-    /// Image of the `member-guard` init container of every member Pod: the
-    /// operator's own image.
-    pub operator_image: String,
-    /// DNS domain of the Kubernetes cluster (member peer URLs).
-    pub cluster_domain: String,
-}
-
-/// The operator image when none is configured.
-pub const DEFAULT_OPERATOR_IMAGE: &str = "ghcr.io/durable-etcd/etcd-operator:dev";
-
-impl Default for ControllerConfig {
-    fn default() -> Self {
-        Self {
-            namespace: None,
-            idle_requeue: Duration::from_secs(30),
-            etcd: ConnectSettings::default(),
-            concurrency: 4,
-            operator_image: DEFAULT_OPERATOR_IMAGE.to_owned(),
-            cluster_domain: crate::resources::names::DEFAULT_CLUSTER_DOMAIN.to_owned(),
-        }
-    }
-}
 
 /// The controller could not run.
 #[derive(Debug, thiserror::Error)]
@@ -77,20 +42,6 @@ pub enum ControllerError {
     CrdMissing(#[source] kube::Error),
 }
 
-/// Shared state of every pass.
-pub struct Context {
-    /// API client.
-    pub client: Client,
-    /// Publishes Kubernetes Events.
-    pub recorder: Recorder,
-    /// Metrics.
-    pub metrics: Metrics,
-    /// Node -> clusters.
-    pub nodes: NodeIndex,
-    /// Settings.
-    pub config: ControllerConfig,
-}
-
 /// Runs the controller until SIGTERM/SIGINT.
 pub async fn run(
     client: Client,
@@ -99,10 +50,7 @@ pub async fn run(
     health: Health,
 ) -> Result<(), ControllerError> {
     let resource = pipeline::cluster_resource();
-    let clusters: Api<DynamicObject> = match config.namespace.as_deref() {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
+    let clusters = scope::untyped(&client, config.namespace.as_deref(), &resource);
     // Metadata only: an object this operator cannot decode must not stop it.
     clusters
         .list_metadata(&ListParams::default().limit(1))
@@ -125,14 +73,14 @@ pub async fn run(
     tracing::info!(namespace = ?config.namespace, "controller running");
     let node_resource = resource.clone();
     Controller::new_with(clusters, watcher::Config::default(), resource)
-        .owns(scoped::<Pod>(&client, config.namespace.as_deref()), owned.clone())
+        .owns(scope::typed::<Pod>(&client, config.namespace.as_deref()), owned.clone())
         .owns(
-            scoped::<PersistentVolumeClaim>(&client, config.namespace.as_deref()),
+            scope::typed::<PersistentVolumeClaim>(&client, config.namespace.as_deref()),
             owned.clone(),
         )
-        .owns(scoped::<Service>(&client, config.namespace.as_deref()), owned.clone())
+        .owns(scope::typed::<Service>(&client, config.namespace.as_deref()), owned.clone())
         .owns(
-            scoped::<PodDisruptionBudget>(&client, config.namespace.as_deref()),
+            scope::typed::<PodDisruptionBudget>(&client, config.namespace.as_deref()),
             owned,
         )
         .watches(
@@ -173,16 +121,6 @@ pub async fn run(
     Ok(())
 }
 
-fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
-    }
-}
-
 fn reporter() -> Reporter {
     Reporter {
         controller: "etcd-operator".into(),
@@ -213,17 +151,9 @@ async fn reconcile(
     let result = guarded(pipeline::pass(&ctx, &cluster)).await;
     if let Err(ReconcileError::Panicked(message)) = &result {
         tracing::error!(cluster = %cluster.name_any(), "reconcile pass panicked: {message}");
-        let event = Event {
-            type_: EventType::Warning,
-            reason: "ReconcilePanicked".to_owned(),
-            note: Some(message.chars().take(1000).collect()),
-            action: "Reconcile".to_owned(),
-            secondary: None,
-        };
+        let event = events::warning("Reconcile", "ReconcilePanicked", message);
         let reference = cluster.object_ref(&pipeline::cluster_resource());
-        if let Err(error) = ctx.recorder.publish(&event, &reference).await {
-            tracing::warn!("cannot publish event: {error}");
-        }
+        events::publish(&ctx.recorder, &reference, &event).await;
     }
     ctx.metrics
         .reconcile_finished(started.elapsed().as_secs_f64());

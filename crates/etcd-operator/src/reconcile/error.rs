@@ -1,79 +1,18 @@
 //! Errors of the reconcile pipeline: one enum per step, each error with a
-//! [`Category`] that decides the retry policy, the metric label and whether
-//! an Event is warranted.
+//! [`Category`] (the controllers' shared categories) that decides the retry
+//! policy, the metric label and whether an Event is warranted. The status
+//! write's [`StatusError`] is the one every controller's writer returns.
 
-use std::time::Duration;
-
+pub use crate::controller_kit::{Category, StatusError};
 use crate::etcd::{ErrorCategory as EtcdCategory, EtcdError};
 
-/// How the controller reacts to a failed pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Category {
-    /// Worth retrying soon: API server hiccup, timeout, leader election.
-    Transient,
-    /// Someone else changed the object first: re-observe and retry at once.
-    Conflict,
-    /// Nothing could be reached (API server or every etcd member). Keep
-    /// observing at a calm pace; never a reason for a destructive step.
-    Unreachable,
-    /// etcd or the API server refused the step as given; re-plan from a new
-    /// observation rather than repeating it.
-    Refused,
-    /// The spec cannot be acted on; wait for the next change instead of
-    /// hot-looping.
-    InvalidSpec,
-    /// The operator lacks a permission (RBAC); a person must fix it.
-    Forbidden,
-}
-
-impl Category {
-    /// Stable name used as the metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Category::Transient => "transient",
-            Category::Conflict => "conflict",
-            Category::Unreachable => "unreachable",
-            Category::Refused => "refused",
-            Category::InvalidSpec => "invalid_spec",
-            Category::Forbidden => "forbidden",
-        }
-    }
-
-    /// Delay before the next attempt after an error of this category.
-    pub fn retry_after(self) -> Duration {
-        match self {
-            Category::Conflict => Duration::from_secs(1),
-            Category::Transient => Duration::from_secs(5),
-            Category::Refused => Duration::from_secs(10),
-            Category::Unreachable => Duration::from_secs(15),
-            Category::Forbidden => Duration::from_secs(60),
-            // A spec change triggers a reconcile by itself; this is only a
-            // slow safety net.
-            Category::InvalidSpec => Duration::from_secs(300),
-        }
-    }
-
-    /// Category of a Kubernetes API error.
-    pub fn of_kube(error: &kube::Error) -> Self {
-        match error {
-            kube::Error::Api(status) => match status.code {
-                409 => Category::Conflict,
-                401 | 403 => Category::Forbidden,
-                400 | 422 => Category::InvalidSpec,
-                _ => Category::Transient,
-            },
-            _ => Category::Transient,
-        }
-    }
-
-    /// Category of an etcd layer error.
-    pub fn of_etcd(error: &EtcdError) -> Self {
-        match error.category() {
-            EtcdCategory::Transient => Category::Transient,
-            EtcdCategory::Unreachable => Category::Unreachable,
-            EtcdCategory::Refused => Category::Refused,
-            EtcdCategory::Invalid => Category::InvalidSpec,
-        }
+/// Category of an etcd layer error.
+fn of_etcd(error: &EtcdError) -> Category {
+    match error.category() {
+        EtcdCategory::Transient => Category::Transient,
+        EtcdCategory::Unreachable => Category::Unreachable,
+        EtcdCategory::Refused => Category::Refused,
+        EtcdCategory::Invalid => Category::InvalidSpec,
     }
 }
 
@@ -205,53 +144,7 @@ impl ActError {
                 Category::of_kube(source)
             }
             ActError::Build { .. } => Category::InvalidSpec,
-            ActError::Etcd { source, .. } => Category::of_etcd(source),
-        }
-    }
-}
-
-/// Writing the status failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StatusError {
-    /// The object changed since the pass read it (resourceVersion
-    /// precondition): the status planned from the older object was not
-    /// written, so it cannot overwrite a newer one. The next pass plans
-    /// from the new object.
-    #[error(
-        "status of {cluster} not written: the object changed since it was read at resourceVersion {resource_version}"
-    )]
-    Stale {
-        /// Cluster name.
-        cluster: String,
-        /// The resourceVersion the plan was made from.
-        resource_version: String,
-    },
-    /// The status patch was refused or failed.
-    #[error("cannot write status of {cluster}: {source}")]
-    Patch {
-        /// Cluster name.
-        cluster: String,
-        /// Cause.
-        source: kube::Error,
-    },
-    /// The status could not be serialized.
-    #[error("cannot serialize status of {cluster}: {source}")]
-    Serialize {
-        /// Cluster name.
-        cluster: String,
-        /// Cause.
-        source: serde_json::Error,
-    },
-}
-
-impl StatusError {
-    /// Category of this error.
-    pub fn category(&self) -> Category {
-        match self {
-            StatusError::Patch { source, .. } => Category::of_kube(source),
-            // Re-read and plan again soon; no Event (this is not a fault).
-            StatusError::Stale { .. } => Category::Conflict,
-            StatusError::Serialize { .. } => Category::InvalidSpec,
+            ActError::Etcd { source, .. } => of_etcd(source),
         }
     }
 }
@@ -306,27 +199,8 @@ impl ReconcileError {
 mod tests {
     use super::*;
 
-    fn api_error(code: u16) -> kube::Error {
-        kube::Error::Api(Box::new(kube::core::Status {
-            code,
-            ..Default::default()
-        }))
-    }
-
-    #[test]
-    fn kube_errors_map_to_categories() {
-        assert_eq!(Category::of_kube(&api_error(409)), Category::Conflict);
-        assert_eq!(Category::of_kube(&api_error(403)), Category::Forbidden);
-        assert_eq!(Category::of_kube(&api_error(422)), Category::InvalidSpec);
-        assert_eq!(Category::of_kube(&api_error(500)), Category::Transient);
-        assert_eq!(Category::of_kube(&api_error(503)), Category::Transient);
-    }
-
-    #[test]
-    fn invalid_specs_do_not_hot_loop() {
-        assert!(Category::InvalidSpec.retry_after() >= Duration::from_secs(60));
-        assert!(Category::Conflict.retry_after() < Category::Transient.retry_after());
-    }
+    use crate::controller_kit::category::tests::api_error;
+    use std::time::Duration;
 
     #[test]
     fn reconcile_error_names_its_step() {
@@ -334,7 +208,7 @@ mod tests {
         assert_eq!(error.step(), "observe");
         assert_eq!(error.category(), Category::InvalidSpec);
         let error = ReconcileError::from(StatusError::Patch {
-            cluster: "main".into(),
+            object: "main".into(),
             source: api_error(409),
         });
         assert_eq!(error.step(), "status");
@@ -361,7 +235,7 @@ mod tests {
     #[test]
     fn a_stale_status_write_is_a_conflict_retried_soon() {
         let error = ReconcileError::from(StatusError::Stale {
-            cluster: "main".into(),
+            object: "main".into(),
             resource_version: "41".into(),
         });
         assert_eq!(error.category(), Category::Conflict);

@@ -2,14 +2,19 @@
 //! most one action) -> status -> Event -> requeue.
 //!
 //! - [`controller`]: the kube-rs `Controller` and its watches;
+//! - `context`: what every pass shares (client, recorder, settings);
 //! - `observe`: fresh reads of the cluster's objects and of etcd;
 //! - `plan`: the seam to the pure planner;
 //! - `act`: the one step, by server-side apply, deletion or etcd call;
 //! - `status`: the status write, skipped when nothing changed.
+//!
+//! The pieces every controller shares (untyped watches, unreadable objects,
+//! conditions, the status writer, Events, error categories) are in
+//! [`crate::controller_kit`].
 
 mod act;
+mod context;
 mod controller;
-mod endpoints;
 mod error;
 pub mod facts;
 mod leadership;
@@ -19,11 +24,10 @@ mod observe;
 mod pipeline;
 mod plan;
 pub(crate) mod status;
-pub mod unreadable;
 
 pub use act::{Child, Done, Step};
-pub use controller::{Context, ControllerConfig, ControllerError, DEFAULT_OPERATOR_IMAGE, run};
-pub use endpoints::{client_url, pod_endpoints};
+pub use context::{Context, ControllerConfig, DEFAULT_OPERATOR_IMAGE};
+pub use controller::{ControllerError, run};
 pub use error::{ActError, Category, ObserveError, ReconcileError, StatusError};
 pub use leadership::{LEASE_NAME, Leadership, LeadershipError};
 pub use node_index::{ClusterKey, NodeIndex};

@@ -19,14 +19,14 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
 
 use super::act::{self, Done};
-use super::controller::Context;
+use super::context::Context;
 use super::error::{ActError, ObserveError, ReadError, ReconcileError};
 use super::node_index::ClusterKey;
 use super::observe;
 use super::plan::{self, PassPlan, PlanEvent};
 use super::status;
-use super::unreadable;
 use crate::api::{EtcdCluster, LastOperation, OperationState};
+use crate::controller_kit::{events, unreadable};
 use crate::telemetry::ClusterGauges;
 
 pub use fresh::cluster_resource;
@@ -232,58 +232,26 @@ fn last_operation(action: &str, result: &Result<Done, ActError>) -> LastOperatio
 
 /// The Event of a step that succeeded.
 pub fn step_event(action: &str, done: &Done) -> Event {
-    Event {
-        type_: EventType::Normal,
-        reason: done.reason.to_owned(),
-        note: Some(truncate(&done.note)),
-        action: action.to_owned(),
-        secondary: None,
-    }
+    events::normal(action, done.reason, &done.note)
 }
 
 /// The Event of a step that failed.
 pub fn failure_event(action: &str, error: &ActError) -> Event {
-    Event {
-        type_: EventType::Warning,
-        reason: format!("{action}Failed"),
-        note: Some(truncate(&error.to_string())),
-        action: action.to_owned(),
-        secondary: None,
-    }
+    events::warning(action, &format!("{action}Failed"), &error.to_string())
 }
 
 /// The Event of something the planner reports (a wait, a refusal).
 pub fn to_kube_event(event: &PlanEvent) -> Event {
-    Event {
-        type_: if event.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: event.reason.clone(),
-        note: Some(truncate(&event.note)),
-        action: event.action.clone(),
-        secondary: None,
-    }
-}
-
-/// Event notes are limited to 1 kB.
-fn truncate(note: &str) -> String {
-    const LIMIT: usize = 1000;
-    if note.len() <= LIMIT {
-        return note.to_owned();
-    }
-    let mut end = LIMIT;
-    while !note.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &note[..end])
+    let type_ = if event.warning {
+        EventType::Warning
+    } else {
+        EventType::Normal
+    };
+    events::event(type_, &event.action, &event.reason, &event.note)
 }
 
 async fn publish(ctx: &Context, reference: &ObjectReference, event: Event) {
-    if let Err(error) = ctx.recorder.publish(&event, reference).await {
-        tracing::warn!(reason = %event.reason, "cannot publish event: {error}");
-    }
+    events::publish(&ctx.recorder, reference, &event).await;
 }
 
 #[cfg(test)]
@@ -313,13 +281,5 @@ mod tests {
             event.note.as_deref(),
             Some("cannot build Pod main-0: no token")
         );
-    }
-
-    #[test]
-    fn long_notes_are_cut_on_a_char_boundary() {
-        let note = "é".repeat(800);
-        let cut = truncate(&note);
-        assert!(cut.len() <= 1004);
-        assert!(cut.ends_with('…'));
     }
 }

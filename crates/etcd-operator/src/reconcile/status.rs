@@ -1,5 +1,8 @@
-//! The status write: one server-side apply of the whole status on the
-//! status subresource, skipped when nothing but timestamps would change.
+//! The status write of an `EtcdCluster`: one server-side apply of the whole
+//! status on the status subresource, skipped when nothing but timestamps
+//! would change ([`crate::controller_kit::status_writer`], shared with the
+//! backup controllers). The conditions come from the planner
+//! ([`crate::planner::status`]); here they only keep their transition times.
 //!
 //! `observedGeneration` is set last: only once the pass that planned for a
 //! generation has finished its step without error. A failed step leaves the
@@ -10,13 +13,25 @@
 //! a status planned from an older object never replaces a newer one.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Resource, ResourceExt};
-use serde_json::json;
+use kube::{Api, ResourceExt};
 
 use super::FIELD_MANAGER;
-use super::error::StatusError;
 use crate::api::{EtcdCluster, EtcdClusterStatus};
+use crate::controller_kit::conditions::{WithConditions, keep_transition_times};
+use crate::controller_kit::status_writer::{Replaces, StatusError, StatusWriter};
+
+/// The writer of `EtcdCluster` statuses.
+const WRITER: StatusWriter = StatusWriter::new(FIELD_MANAGER);
+
+impl WithConditions for EtcdClusterStatus {
+    fn conditions(&self) -> &[Condition] {
+        &self.conditions
+    }
+
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+}
 
 /// Completes the planned status: timestamps of unchanged conditions and of
 /// an unchanged last operation are kept from `current`, and
@@ -51,27 +66,6 @@ pub fn finalize(
     desired
 }
 
-/// A condition keeps its `lastTransitionTime` while its status is unchanged
-/// (Kubernetes API conventions), whatever its reason or message.
-fn keep_transition_times(current: &[Condition], desired: Vec<Condition>) -> Vec<Condition> {
-    desired
-        .into_iter()
-        .map(|mut condition| {
-            if let Some(old) = current.iter().find(|c| c.type_ == condition.type_)
-                && old.status == condition.status
-            {
-                condition.last_transition_time = old.last_transition_time.clone();
-            }
-            condition
-        })
-        .collect()
-}
-
-/// Whether writing `desired` would change anything.
-pub fn needs_write(current: Option<&EtcdClusterStatus>, desired: &EtcdClusterStatus) -> bool {
-    current != Some(desired)
-}
-
 /// Writes `desired` unless it equals the status of `cluster`, the object
 /// the pass planned from. Returns whether a write happened.
 ///
@@ -86,59 +80,24 @@ pub async fn write(
     cluster: &EtcdCluster,
     desired: &EtcdClusterStatus,
 ) -> Result<bool, StatusError> {
-    if !needs_write(cluster.status.as_ref(), desired) {
-        return Ok(false);
-    }
-    let name = cluster.name_any();
-    let body = apply_body(cluster, desired)?;
-    match api
-        .patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&body),
+    let version = cluster.resource_version();
+    let replaces = version.as_deref().map_or(Replaces::Any, Replaces::ReadAt);
+    WRITER
+        .write(
+            api,
+            &cluster.name_any(),
+            cluster.status.as_ref(),
+            desired.clone(),
+            replaces,
         )
         .await
-    {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 409 => Err(StatusError::Stale {
-            cluster: name,
-            resource_version: cluster.resource_version().unwrap_or_default(),
-        }),
-        Err(source) => Err(StatusError::Patch {
-            cluster: name,
-            source,
-        }),
-    }
-}
-
-/// The server-side apply body of a status write: the whole status, and the
-/// resourceVersion of the object it was planned from as a precondition
-/// (`force` settles field-manager conflicts only, never this one).
-pub fn apply_body(
-    cluster: &EtcdCluster,
-    desired: &EtcdClusterStatus,
-) -> Result<serde_json::Value, StatusError> {
-    let name = cluster.name_any();
-    let status = serde_json::to_value(desired).map_err(|source| StatusError::Serialize {
-        cluster: name.clone(),
-        source,
-    })?;
-    let mut metadata = json!({ "name": name });
-    if let Some(version) = cluster.resource_version() {
-        metadata["resourceVersion"] = json!(version);
-    }
-    Ok(json!({
-        "apiVersion": EtcdCluster::api_version(&()),
-        "kind": EtcdCluster::kind(&()),
-        "metadata": metadata,
-        "status": status,
-    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::{LastOperation, MemberStatus, OperationState};
+    use crate::controller_kit::status_writer::{self, needs_write};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
 
@@ -245,16 +204,13 @@ mod tests {
 
     #[test]
     fn a_status_write_is_conditional_on_the_object_it_was_planned_from() {
-        let mut cluster = EtcdCluster::new(
-            "main",
-            serde_json::from_value(serde_json::json!({ "replicas": 3 })).expect("spec"),
-        );
-        cluster.metadata.resource_version = Some("41".into());
         let desired = EtcdClusterStatus {
             cluster_token: Some("main-abc".into()),
             ..Default::default()
         };
-        let body = apply_body(&cluster, &desired).expect("a body");
+        let body =
+            status_writer::apply_body::<EtcdCluster>("main", &desired, Replaces::ReadAt("41"))
+                .expect("a body");
         assert_eq!(body["metadata"]["resourceVersion"], "41");
         assert_eq!(body["metadata"]["name"], "main");
         assert_eq!(body["status"]["clusterToken"], "main-abc");

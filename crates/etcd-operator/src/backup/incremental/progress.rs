@@ -8,7 +8,7 @@ use super::chain::ChainGap;
 use super::segment::SegmentMetadata;
 use crate::api::IncrementalBackupStatus;
 use crate::backup::TakenBackup;
-use crate::backup::controller::time;
+use crate::backup::kube_time::to_kube;
 
 /// How many intervals the newest durable point may age before
 /// `BackupReady` turns false.
@@ -75,14 +75,14 @@ impl IncrementalProgress {
         IncrementalBackupStatus {
             base: self.base.clone(),
             base_revision: self.base_revision,
-            last_segment_time: self.last_segment.as_ref().map(|s| time(s.closed_at)),
+            last_segment_time: self.last_segment.as_ref().map(|s| to_kube(s.closed_at)),
             last_segment_revision: self.last_segment.as_ref().map(|s| s.last_revision),
             segments: i64::try_from(self.segments).unwrap_or(i64::MAX),
             durable_revision: self.durable_revision,
             loss_window_seconds: self.loss_window(now).map(|w| w.num_seconds()),
             gaps: i64::try_from(self.gaps).unwrap_or(i64::MAX),
             last_gap: self.last_gap.as_ref().map(|(gap, _)| gap.to_string()),
-            last_gap_time: self.last_gap.as_ref().map(|(_, at)| time(*at)),
+            last_gap_time: self.last_gap.as_ref().map(|(_, at)| to_kube(*at)),
             last_error: self.last_error.clone(),
         }
     }

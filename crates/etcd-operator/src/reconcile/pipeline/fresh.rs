@@ -6,7 +6,7 @@
 //! copy may lack the status the previous pass wrote), then decodes it here.
 //! An object this operator cannot decode (a newer CRD version, a field of
 //! another type) is reported on that object alone, with the path of the
-//! field ([`crate::reconcile::unreadable`]): it never stops the watch of
+//! field ([`crate::controller_kit::unreadable`]): it never stops the watch of
 //! every other cluster.
 //!
 //! Before a disruptive step the pass reads the object once more and acts
@@ -16,10 +16,10 @@
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 
+use crate::addressing::restore_pod_name;
 use crate::api::EtcdCluster;
-use crate::reconcile::unreadable::{self, Unreadable};
+use crate::controller_kit::unreadable::{self, Unreadable};
 use crate::reconcile::{Child, Step};
-use crate::resources::restore::restore_pod_name;
 
 /// The `EtcdCluster` resource, for untyped API calls.
 pub fn cluster_resource() -> ApiResource {

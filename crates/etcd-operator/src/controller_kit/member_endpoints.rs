@@ -1,4 +1,6 @@
-//! The etcd client endpoints the operator dials to observe a cluster.
+//! The etcd client endpoints the controllers dial: the cluster reconciler
+//! to observe a cluster, the backup controllers to take a snapshot from one
+//! of its members.
 //!
 //! Pods are dialled by pod IP: it works from inside the cluster and from an
 //! operator running outside it with a route to the pod network, where the

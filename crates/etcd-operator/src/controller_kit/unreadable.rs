@@ -12,16 +12,19 @@
 //! ([`report`]); every other object goes on.
 //!
 //! Used by the `EtcdCluster`, `EtcdBackup` and `EtcdBackupSchedule`
-//! controllers.
+//! controllers. [`decode`] is also how the backup controllers read the
+//! `EtcdCluster` a backup is of.
 
 use std::fmt;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, Recorder};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+
+use super::events::{self, truncate};
 
 /// Condition type set on an object this operator cannot read.
 pub const UNREADABLE_CONDITION: &str = "Unreadable";
@@ -91,18 +94,16 @@ pub fn decode<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, Unreadab
 /// The Warning Event of an unreadable object: `kind` as the API names it
 /// (`EtcdCluster`), `noun` as a person does (`cluster`).
 pub fn event(kind: &str, noun: &str, name: &str, unreadable: &Unreadable) -> Event {
-    Event {
-        type_: EventType::Warning,
-        reason: unreadable.reason().to_owned(),
-        note: Some(truncate(&format!(
+    events::warning(
+        "Read",
+        unreadable.reason(),
+        &format!(
             "this operator cannot read the {} of {kind} {name} at {}: {}; it takes no action on this {noun} until the object changes (other {noun}s are not affected)",
             unreadable.part(),
             unreadable.path,
             unreadable.message
-        ))),
-        action: "Read".to_owned(),
-        secondary: None,
-    }
+        ),
+    )
 }
 
 /// Tells about an object this operator cannot read, on that object only: a
@@ -120,9 +121,7 @@ pub async fn report(
     let name = object.name_any();
     let reference = object.object_ref(resource);
     let event = event(&resource.kind, noun, &name, unreadable);
-    if let Err(error) = recorder.publish(&event, &reference).await {
-        tracing::warn!(reason = %event.reason, "cannot publish event: {error}");
-    }
+    events::publish(recorder, &reference, &event).await;
 
     let Some(conditions) = unreadable_conditions(
         object.data.get("status"),
@@ -282,19 +281,6 @@ fn json_path_at(text: &str, offset: usize) -> Vec<Segment> {
         .collect()
 }
 
-/// Event notes and condition messages are limited to 1 kB.
-fn truncate(text: &str) -> String {
-    const LIMIT: usize = 1000;
-    if text.len() <= LIMIT {
-        return text.to_owned();
-    }
-    let mut end = LIMIT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
 impl fmt::Display for Part {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -308,6 +294,7 @@ impl fmt::Display for Part {
 mod tests {
     use super::*;
     use crate::api::EtcdCluster;
+    use kube::runtime::events::EventType;
 
     fn object(value: Value) -> DynamicObject {
         serde_json::from_value(value).expect("a dynamic object")
