@@ -11,6 +11,7 @@ use crate::api::{
     ConditionType, EtcdClusterStatus, LastOperation, MemberRole, MemberStatus, OperationState,
     Phase, RestoreStatus, version,
 };
+use crate::controller_kit::conditions;
 use crate::resources::names::{member_name, pvc_name};
 
 /// Computes the status of a pass.
@@ -454,6 +455,8 @@ fn progress(cx: &Context<'_>, step: &Step) -> (bool, &'static str, String) {
     }
 }
 
+/// One condition of the cluster, keeping the transition time of the
+/// previous status while its status holds.
 fn condition(
     cx: &Context<'_>,
     type_: ConditionType,
@@ -461,20 +464,15 @@ fn condition(
     reason: &str,
     message: String,
 ) -> Condition {
-    let status = if status { "True" } else { "False" }.to_string();
-    let last_transition_time =
-        cx.o.status
-            .condition(type_)
-            .filter(|c| c.status == status)
-            .map_or(Time(cx.o.now), |c| c.last_transition_time.clone());
-    Condition {
-        type_: type_.as_str().to_string(),
+    let stated = conditions::condition(
+        type_.as_str(),
         status,
-        reason: reason.to_string(),
+        reason,
         message,
-        observed_generation: cx.o.generation,
-        last_transition_time,
-    }
+        cx.o.generation,
+        Time(cx.o.now),
+    );
+    conditions::keep_transition_time(&cx.o.status.conditions, stated)
 }
 
 fn members(cx: &Context<'_>) -> Vec<MemberStatus> {
