@@ -17,13 +17,8 @@ pub enum ServicesError {
     },
     #[error("invalid config: {0}")]
     InvalidConfig(String),
-    #[error("cannot load kubeconfig {path}: {source}")]
-    Kubeconfig {
-        path: PathBuf,
-        source: kube::config::KubeconfigError,
-    },
-    #[error("cannot build Kubernetes client: {0}")]
-    Client(#[source] kube::Error),
+    #[error(transparent)]
+    Client(#[from] etcd_lab_common::kube_client::KubeClientError),
     #[error("storage: {0}")]
     Storage(#[from] crate::storage::StorageError),
     #[error("dns: {0}")]

@@ -20,7 +20,7 @@ pub mod storage;
 pub use config::ServicesConfig;
 pub use error::ServicesError;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use etcd_lab_common::kube_client::{self, Timeouts};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Runs the provisioner, the attacher, the DNS server and the service proxy
@@ -30,7 +30,7 @@ pub async fn run(config: ServicesConfig) -> Result<(), ServicesError> {
         .service_cidr
         .parse()
         .map_err(|e: proxy::ProxyError| ServicesError::InvalidConfig(e.to_string()))?;
-    let client = client(&config).await?;
+    let client = kube_client::from_kubeconfig(&config.kubeconfig, Timeouts::WATCH).await?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(ServicesError::Signal)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(ServicesError::Signal)?;
 
@@ -50,20 +50,4 @@ pub async fn run(config: ServicesConfig) -> Result<(), ServicesError> {
         _ = sigint.recv() => tracing::info!("SIGINT: stopping"),
     }
     Ok(())
-}
-
-async fn client(config: &ServicesConfig) -> Result<kube::Client, ServicesError> {
-    let kubeconfig =
-        Kubeconfig::read_from(&config.kubeconfig).map_err(|source| ServicesError::Kubeconfig {
-            path: config.kubeconfig.clone(),
-            source,
-        })?;
-    let client_config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(|source| ServicesError::Kubeconfig {
-                path: config.kubeconfig.clone(),
-                source,
-            })?;
-    kube::Client::try_from(client_config).map_err(ServicesError::Client)
 }

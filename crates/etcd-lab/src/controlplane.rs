@@ -6,9 +6,11 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use etcd_lab_common::IoContext;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cgroup::LabCgroups;
+use crate::client::HealthError;
 use crate::error::{LabError, Result};
 use crate::paths::LabPaths;
 use crate::pki::Pki;
@@ -239,7 +241,7 @@ impl ControlPlane<'_> {
             }
             match self.probe(component).await {
                 Ok(()) => return Ok(()),
-                Err(e) => reason = e,
+                Err(e) => reason = e.to_string(),
             }
             if started.elapsed() > timeout {
                 return Err(LabError::NotReady {
@@ -255,20 +257,21 @@ impl ControlPlane<'_> {
     }
 
     /// One readiness probe; the error says why it is not ready.
-    pub async fn probe(&self, component: Component) -> std::result::Result<(), String> {
+    pub async fn probe(&self, component: Component) -> std::result::Result<(), HealthError> {
         match component {
             Component::BackingEtcd => {
                 let body = http_get_plain("127.0.0.1:2479", "/health").await?;
                 if body.contains("\"health\":\"true\"") {
                     Ok(())
                 } else {
-                    Err(format!("/health answered {body}"))
+                    Err(HealthError::Unhealthy {
+                        url: "127.0.0.1:2479/health".into(),
+                        body,
+                    })
                 }
             }
             Component::ApiServer => {
-                let client = crate::client::admin_client(&self.paths.kubeconfig())
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let client = crate::client::admin_client(&self.paths.kubeconfig()).await?;
                 crate::client::get_text(&client, "/readyz")
                     .await
                     .map(|_| ())
@@ -284,7 +287,8 @@ impl ControlPlane<'_> {
 }
 
 /// A plain HTTP/1.0 GET on loopback; returns the body of a 200 answer.
-async fn http_get_plain(address: &str, path: &str) -> std::result::Result<String, String> {
+async fn http_get_plain(address: &str, path: &str) -> std::result::Result<String, HealthError> {
+    let url = format!("{address}{path}");
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(address).await?;
         stream
@@ -296,16 +300,16 @@ async fn http_get_plain(address: &str, path: &str) -> std::result::Result<String
     };
     let answer = tokio::time::timeout(Duration::from_secs(2), exchange)
         .await
-        .map_err(|_| format!("GET {address}{path} timed out"))?
-        .map_err(|e| format!("GET {address}{path}: {e}"))?;
+        .map_err(|_| HealthError::Timeout { url: url.clone() })?
+        .context(|| format!("GET {url}"))?;
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     if head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200") {
         Ok(body.to_owned())
     } else {
-        Err(format!(
-            "GET {address}{path}: {}",
-            head.lines().next().unwrap_or_default()
-        ))
+        Err(HealthError::Status {
+            url,
+            status_line: head.lines().next().unwrap_or_default().to_owned(),
+        })
     }
 }
 

@@ -2,15 +2,15 @@
 
 use std::path::PathBuf;
 
+use etcd_lab_common::IoError;
+use etcd_lab_common::cgroup::CgroupError;
+use etcd_lab_common::kube_client::KubeClientError;
+
 /// Errors of the lab library.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("certificate {name}: {source}")]
     Certificate {
         name: String,
@@ -46,10 +46,10 @@ pub enum LabError {
     },
     #[error("command `{command}` failed: {message}")]
     Command { command: String, message: String },
-    #[error("no cgroup2 hierarchy found (looked at /sys/fs/cgroup and /sys/fs/cgroup/unified)")]
-    NoCgroup2,
-    #[error("kubeconfig {path}: {message}")]
-    Kubeconfig { path: PathBuf, message: String },
+    #[error("cgroups: {0}")]
+    Cgroup(#[from] CgroupError),
+    #[error(transparent)]
+    KubeClient(#[from] KubeClientError),
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     #[error("lab network: {0}")]
@@ -69,23 +69,22 @@ pub enum LabError {
 impl LabError {
     /// An I/O error with the action and path that failed.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Self::Io {
-            context: context.into(),
-            source,
-        }
+        Self::Io(IoError::new(context, source))
     }
 }
 
 /// Result of the lab library.
 pub type Result<T, E = LabError> = std::result::Result<T, E>;
 
-/// Extension for attaching context to I/O results.
+/// Attaches what was being done to an I/O result, as a [`LabError`]: the
+/// shared [`etcd_lab_common::IoContext`] for functions that return the
+/// lab's [`Result`].
 pub(crate) trait IoContext<T> {
     fn context(self, context: impl FnOnce() -> String) -> Result<T>;
 }
 
 impl<T> IoContext<T> for std::io::Result<T> {
     fn context(self, context: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|source| LabError::io(context(), source))
+        Ok(etcd_lab_common::IoContext::context(self, context)?)
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
@@ -213,7 +214,7 @@ impl Lab {
 
     /// An admin client of the lab's API server.
     pub async fn kube_client(&self) -> Result<kube::Client> {
-        crate::client::admin_client(&self.kubeconfig_path()).await
+        Ok(crate::client::admin_client(&self.kubeconfig_path()).await?)
     }
 
     /// Stops everything and removes the state directory unless `keep_data`.
@@ -251,7 +252,7 @@ impl Lab {
         }
         let (api, node_ready) = match self.node_readiness().await {
             Ok(ready) => (Ok(()), ready),
-            Err(e) => (Err(e.to_string()), BTreeMap::new()),
+            Err(e) => (Err(Arc::new(e)), BTreeMap::new()),
         };
         let nodes = self
             .config
@@ -345,7 +346,7 @@ impl Lab {
                     seconds: timeout.as_secs(),
                     reason: match status.api {
                         Ok(()) => "no Ready=True condition".into(),
-                        Err(e) => e,
+                        Err(e) => e.to_string(),
                     },
                     tail: process::log_tail(&log, 30),
                     log,
@@ -384,7 +385,7 @@ pub struct LabStatus {
     /// Process name -> pid when running.
     pub processes: Vec<(String, Option<i32>)>,
     /// Whether the API server answered (the error otherwise).
-    pub api: std::result::Result<(), String>,
+    pub api: std::result::Result<(), Arc<LabError>>,
     /// Node name -> Ready (None when the Node object is missing).
     pub nodes: Vec<(String, Option<bool>)>,
 }

@@ -7,7 +7,6 @@
 //! of it. See docs/architecture.md for the layout.
 #![forbid(unsafe_code)]
 
-pub mod cgroup;
 pub mod client;
 pub mod config;
 pub mod controlplane;
@@ -28,5 +27,7 @@ pub mod upstream;
 
 pub use config::{LabConfig, NodeConfig};
 pub use error::{LabError, Result};
+/// The lab's cgroup2 subtree (shared with the node agent).
+pub use etcd_lab_common::cgroup;
 pub use lab::{Lab, LabOptions, LabStatus};
 pub use paths::LabPaths;

@@ -165,20 +165,24 @@ enum PodCommand {
     },
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
+/// A duration on the command line that is not `<number>[ms|s|m|h]`.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid duration {0:?} (use a number with ms, s, m or h)")]
+struct InvalidDuration(String);
+
+fn parse_duration(text: &str) -> Result<Duration, InvalidDuration> {
+    let invalid = || InvalidDuration(text.to_owned());
     let (number, unit) = text.split_at(
         text.find(|c: char| !c.is_ascii_digit())
             .unwrap_or(text.len()),
     );
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?}"))?;
+    let value: u64 = number.parse().map_err(|_| invalid())?;
     match unit {
         "" | "s" => Ok(Duration::from_secs(value)),
         "ms" => Ok(Duration::from_millis(value)),
         "m" => Ok(Duration::from_secs(value * 60)),
         "h" => Ok(Duration::from_secs(value * 3600)),
-        _ => Err(format!("invalid duration {text:?} (use ms, s, m or h)")),
+        _ => Err(invalid()),
     }
 }
 
