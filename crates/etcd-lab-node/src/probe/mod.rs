@@ -12,7 +12,34 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+use etcd_lab_common::{IoContext, IoError};
+
 use crate::container::ContainerSpec;
+
+/// Why one probe attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeFailure {
+    #[error("invalid port {0}")]
+    InvalidPort(i32),
+    #[error("named port {0:?} not found")]
+    NamedPortNotFound(String),
+    #[error("probe has no handler")]
+    NoHandler,
+    #[error("timeout after {}s", .0.as_secs())]
+    Timeout(Duration),
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error("bad HTTP response {0:?}")]
+    BadResponse(String),
+    #[error("HTTP probe failed with statuscode: {0}")]
+    HttpStatus(u16),
+    #[error("exec probe without command")]
+    NoCommand,
+    #[error("exec probe spec: {0}")]
+    Spec(#[from] serde_json::Error),
+    #[error("command failed ({status}): {output}")]
+    CommandFailed { status: String, output: String },
+}
 
 /// Which probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +134,7 @@ async fn probe_loop(
         }
         let result = tokio::time::timeout(timeout, probe_once(target, probe))
             .await
-            .unwrap_or_else(|_| Err(format!("timeout after {}s", timeout.as_secs())));
+            .unwrap_or(Err(ProbeFailure::Timeout(timeout)));
         match result {
             Ok(()) => {
                 successes += 1;
@@ -140,7 +167,9 @@ async fn probe_loop(
                             }
                         }
                         ProbeKind::Liveness | ProbeKind::Startup => {
-                            let _ = events.send(ProbeEvent::Unhealthy(kind, message)).await;
+                            let _ = events
+                                .send(ProbeEvent::Unhealthy(kind, message.to_string()))
+                                .await;
                             return false;
                         }
                     }
@@ -151,21 +180,21 @@ async fn probe_loop(
     }
 }
 
-fn resolve_port(container: &Container, port: &IntOrString) -> Result<u16, String> {
+fn resolve_port(container: &Container, port: &IntOrString) -> Result<u16, ProbeFailure> {
     match port {
-        IntOrString::Int(p) => u16::try_from(*p).map_err(|_| format!("invalid port {p}")),
+        IntOrString::Int(p) => u16::try_from(*p).map_err(|_| ProbeFailure::InvalidPort(*p)),
         IntOrString::String(name) => container
             .ports
             .iter()
             .flatten()
             .find(|p| p.name.as_deref() == Some(name.as_str()))
             .and_then(|p| u16::try_from(p.container_port).ok())
-            .ok_or_else(|| format!("named port {name:?} not found")),
+            .ok_or_else(|| ProbeFailure::NamedPortNotFound(name.clone())),
     }
 }
 
 /// Runs a probe once: `Ok` on success, `Err(reason)` on failure.
-pub async fn probe_once(target: &ProbeTarget, probe: &Probe) -> Result<(), String> {
+pub async fn probe_once(target: &ProbeTarget, probe: &Probe) -> Result<(), ProbeFailure> {
     let host = |h: Option<&String>| h.cloned().unwrap_or_else(|| target.pod_ip.to_string());
     if let Some(exec) = &probe.exec {
         return exec_probe(&target.exec, exec.command.clone().unwrap_or_default()).await;
@@ -193,19 +222,19 @@ pub async fn probe_once(target: &ProbeTarget, probe: &Probe) -> Result<(), Strin
     if let Some(grpc) = &probe.grpc {
         return grpc_as_tcp(&target.pod_ip.to_string(), grpc.port).await;
     }
-    Err("probe has no handler".into())
+    Err(ProbeFailure::NoHandler)
 }
 
-async fn tcp_probe(host: &str, port: u16) -> Result<(), String> {
+async fn tcp_probe(host: &str, port: u16) -> Result<(), ProbeFailure> {
     TcpStream::connect((host, port))
         .await
-        .map(|_| ())
-        .map_err(|e| format!("dial tcp {host}:{port}: {e}"))
+        .context(|| format!("dial tcp {host}:{port}"))?;
+    Ok(())
 }
 
 /// A gRPC health probe reduced to a TCP connect: the lab has no gRPC client.
-async fn grpc_as_tcp(host: &str, port: i32) -> Result<(), String> {
-    let port = u16::try_from(port).map_err(|_| format!("invalid port {port}"))?;
+async fn grpc_as_tcp(host: &str, port: i32) -> Result<(), ProbeFailure> {
+    let port = u16::try_from(port).map_err(|_| ProbeFailure::InvalidPort(port))?;
     tcp_probe(host, port).await
 }
 
@@ -214,10 +243,10 @@ async fn http_probe(
     port: u16,
     path: &str,
     headers: &[(String, String)],
-) -> Result<(), String> {
+) -> Result<(), ProbeFailure> {
     let mut stream = TcpStream::connect((host, port))
         .await
-        .map_err(|e| format!("dial tcp {host}:{port}: {e}"))?;
+        .context(|| format!("dial tcp {host}:{port}"))?;
     let mut request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/etcd-lab\r\nAccept: */*\r\nConnection: close\r\n"
     );
@@ -228,15 +257,18 @@ async fn http_probe(
     stream
         .write_all(request.as_bytes())
         .await
-        .map_err(|e| e.to_string())?;
+        .context(|| format!("send GET {path} to {host}:{port}"))?;
     let mut buf = vec![0u8; 1024];
-    let n = stream.read(&mut buf).await.map_err(|e| e.to_string())?;
+    let n = stream
+        .read(&mut buf)
+        .await
+        .context(|| format!("read the answer of {host}:{port}"))?;
     let head = String::from_utf8_lossy(&buf[..n]);
-    let code = http_status(&head).ok_or_else(|| format!("bad HTTP response {head:?}"))?;
+    let code = http_status(&head).ok_or_else(|| ProbeFailure::BadResponse(head.to_string()))?;
     if (200..400).contains(&code) {
         Ok(())
     } else {
-        Err(format!("HTTP probe failed with statuscode: {code}"))
+        Err(ProbeFailure::HttpStatus(code))
     }
 }
 
@@ -250,16 +282,16 @@ pub fn http_status(head: &str) -> Option<u16> {
     parts.next()?.parse().ok()
 }
 
-async fn exec_probe(target: &ExecTarget, command: Vec<String>) -> Result<(), String> {
+async fn exec_probe(target: &ExecTarget, command: Vec<String>) -> Result<(), ProbeFailure> {
     if command.is_empty() {
-        return Err("exec probe without command".into());
+        return Err(ProbeFailure::NoCommand);
     }
     let mut spec = target.spec.clone();
     spec.argv = command;
-    let json = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
+    let json = serde_json::to_string(&spec)?;
     tokio::fs::write(&target.spec_path, json)
         .await
-        .map_err(|e| format!("write {}: {e}", target.spec_path.display()))?;
+        .context(|| format!("write {}", target.spec_path.display()))?;
     let output = tokio::process::Command::new(&target.lab_binary)
         .arg("run-container")
         .arg("--spec")
@@ -268,17 +300,16 @@ async fn exec_probe(target: &ExecTarget, command: Vec<String>) -> Result<(), Str
         .kill_on_drop(true)
         .output()
         .await
-        .map_err(|e| format!("spawn exec probe: {e}"))?;
+        .context(|| "spawn exec probe".into())?;
     if output.status.success() {
         Ok(())
     } else {
         let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&output.stderr));
-        Err(format!(
-            "command failed ({}): {}",
-            output.status,
-            text.trim()
-        ))
+        Err(ProbeFailure::CommandFailed {
+            status: output.status.to_string(),
+            output: text.trim().to_owned(),
+        })
     }
 }
 
