@@ -3,6 +3,11 @@
 
 use std::time::Duration;
 
+use super::incremental::format::EncodeError;
+use super::incremental::segment::SegmentCheckError;
+use super::source::SourceRefusals;
+use super::verify::SnapshotCheckError;
+
 /// What kind of failure a [`BackupError`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackupErrorCategory {
@@ -88,6 +93,10 @@ pub enum BackupError {
     #[error("no healthy member to take a snapshot from: {0}")]
     NoHealthyMember(String),
 
+    /// None of the endpoints asked can serve a snapshot: each one and why.
+    #[error("no healthy member to take a snapshot from: {0}")]
+    NoSnapshotSource(SourceRefusals),
+
     /// The snapshot stream from etcd failed.
     #[error("snapshot stream from {endpoint} failed: {message}")]
     Stream {
@@ -112,7 +121,8 @@ pub enum BackupError {
         /// The snapshot's endpoint or the stored object's URL.
         location: String,
         /// What does not match.
-        reason: String,
+        #[source]
+        reason: Corruption,
     },
 
     /// The object store refused or failed a request.
@@ -165,6 +175,38 @@ pub enum BackupError {
     },
 }
 
+/// What is wrong with data found corrupt ([`BackupError::Corrupt`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Corruption {
+    /// A snapshot stream from etcd that fails its SHA-256 trailer check.
+    #[error("snapshot stream: {0}")]
+    SnapshotStream(#[source] SnapshotCheckError),
+    /// A stored snapshot that fails the same check once read back.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotCheckError),
+    /// A stored segment of incremental backup that fails its checks.
+    #[error(transparent)]
+    Segment(#[from] SegmentCheckError),
+    /// An event from etcd's watch that a segment cannot hold.
+    #[error(transparent)]
+    Event(#[from] EncodeError),
+    /// Any other mismatch, described.
+    #[error("{0}")]
+    Described(String),
+}
+
+impl From<String> for Corruption {
+    fn from(description: String) -> Self {
+        Self::Described(description)
+    }
+}
+
+impl From<&str> for Corruption {
+    fn from(description: &str) -> Self {
+        Self::Described(description.to_string())
+    }
+}
+
 impl BackupError {
     /// The category: retry, wait for a spec change, or refuse the data.
     pub fn category(&self) -> BackupErrorCategory {
@@ -199,6 +241,7 @@ impl BackupError {
                 _ => BackupErrorCategory::Transient,
             },
             Self::NoHealthyMember(_)
+            | Self::NoSnapshotSource(_)
             | Self::Stream { .. }
             | Self::Timeout { .. }
             | Self::Io { .. }
@@ -211,6 +254,66 @@ impl BackupError {
         Self::Io {
             context: context.into(),
             source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+    use crate::backup::incremental::format::DecodeError;
+
+    fn corrupt(reason: Corruption) -> BackupError {
+        BackupError::Corrupt {
+            location: "memory:///prod/main/x".to_string(),
+            reason,
+        }
+    }
+
+    #[test]
+    fn corruption_reads_as_before_and_keeps_its_cause() {
+        let streamed = corrupt(Corruption::SnapshotStream(SnapshotCheckError::TooShort {
+            bytes: 10,
+        }));
+        assert_eq!(
+            streamed.to_string(),
+            "backup memory:///prod/main/x is corrupt: snapshot stream: only 10 bytes: too short to be an etcd snapshot"
+        );
+        let cause = streamed
+            .source()
+            .and_then(|reason| reason.source())
+            .and_then(|check| check.downcast_ref::<SnapshotCheckError>());
+        assert_eq!(cause, Some(&SnapshotCheckError::TooShort { bytes: 10 }));
+
+        let stored = corrupt(SnapshotCheckError::NotWholePages { bytes: 600 }.into());
+        assert!(stored.to_string().ends_with("is corrupt: 600 bytes is not a whole number of database pages plus the 32-byte hash (truncated?)"), "{stored}");
+        let segment =
+            corrupt(SegmentCheckError::from(DecodeError::UnknownVersion { version: 2 }).into());
+        assert!(
+            segment.to_string().ends_with(
+                "is corrupt: segment format version 2 is not known (this operator reads 1)"
+            ),
+            "{segment}"
+        );
+        let event = corrupt(EncodeError::KeyTooLong { len: 5 }.into());
+        assert!(
+            event
+                .to_string()
+                .ends_with("is corrupt: key of 5 bytes is too long"),
+            "{event}"
+        );
+        let described = corrupt("digest poisoned".into());
+        assert!(
+            described
+                .to_string()
+                .ends_with("is corrupt: digest poisoned"),
+            "{described}"
+        );
+
+        for error in [streamed, stored, segment, event, described] {
+            assert_eq!(error.category(), BackupErrorCategory::Corrupt, "{error}");
         }
     }
 }

@@ -33,7 +33,7 @@ mod verify;
 
 pub use destination::{BackupStore, Credentials, keys};
 pub use encryption::{EncryptionError, EncryptionInfo, EncryptionKey};
-pub use error::{BackupError, BackupErrorCategory};
+pub use error::{BackupError, BackupErrorCategory, Corruption};
 pub use incremental::{
     ChainGap, FetchedSegments, ReplayOutcome, SegmentChain, fetch_segments, replay_segments,
     segment_chain,
@@ -43,5 +43,7 @@ pub use restore::{download_backup, list_backups, newest_backup, verify_backup};
 pub use retention::{RetentionOutcome, apply_retention, expired};
 pub use schedule::{CronSchedule, freshness};
 pub use snapshot::{PART_SIZE, SnapshotOptions, TakenBackup, take_backup};
-pub use source::{SnapshotSource, choose_source, prefer_follower};
-pub use verify::{SnapshotVerifier, TRAILER_LEN, VerifiedSnapshot};
+pub use source::{
+    ProbeError, SnapshotSource, SourceRefusal, SourceRefusals, choose_source, prefer_follower,
+};
+pub use verify::{SnapshotCheckError, SnapshotVerifier, TRAILER_LEN, VerifiedSnapshot};

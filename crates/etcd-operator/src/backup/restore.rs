@@ -17,7 +17,7 @@ use tokio_util::io::StreamReader;
 
 use super::encryption::{EncryptionInfo, EncryptionKey, OpeningReader, SCHEME, encryption_error};
 use super::metadata::{BackupMetadata, METADATA_SUFFIX};
-use super::verify::{SnapshotVerifier, VerifiedSnapshot, hex};
+use super::verify::{SnapshotVerifier, VerifiedSnapshot};
 use super::{BackupError, BackupStore};
 
 /// Every complete backup (one with metadata) of the store's cluster, oldest
@@ -138,7 +138,8 @@ pub(crate) fn opening_key<'a>(
             reason: format!(
                 "unknown encryption scheme {:?} (this operator reads {SCHEME})",
                 info.scheme
-            ),
+            )
+            .into(),
         });
     }
     match store.encryption() {
@@ -175,7 +176,7 @@ async fn read_verified<W: tokio::io::AsyncWrite + Unpin>(
     let location = store.url(&path);
     let corrupt = |reason: String| BackupError::Corrupt {
         location: location.clone(),
-        reason,
+        reason: reason.into(),
     };
     if metadata.compression != "zstd" {
         return Err(corrupt(format!(
@@ -222,7 +223,7 @@ async fn read_verified<W: tokio::io::AsyncWrite + Unpin>(
         let digest = stored
             .lock()
             .map_err(|_| corrupt("digest poisoned".to_string()))?;
-        (hex(&digest.0.clone().finalize()), digest.1)
+        (hex::encode(digest.0.clone().finalize()), digest.1)
     };
     if stored_bytes != metadata.stored_bytes {
         return Err(corrupt(format!(
@@ -236,7 +237,10 @@ async fn read_verified<W: tokio::io::AsyncWrite + Unpin>(
             metadata.stored_sha256
         )));
     }
-    let verified = verifier.finish().map_err(corrupt)?;
+    let verified = verifier.finish().map_err(|error| BackupError::Corrupt {
+        location: location.clone(),
+        reason: error.into(),
+    })?;
     if verified.sha256 != metadata.sha256 || verified.size != metadata.snapshot_bytes {
         return Err(corrupt(format!(
             "snapshot is {} bytes with SHA-256 {}, the metadata says {} bytes with {}",

@@ -18,8 +18,8 @@ use super::metadata::{
     BackupMetadata, ENCRYPTED_SUFFIX, FORMAT, SNAPSHOT_SUFFIX, backup_base_name,
 };
 use super::source::{SnapshotSource, choose_source, ids, open_snapshot};
-use super::verify::{SnapshotVerifier, hex};
-use super::{BackupError, BackupStore};
+use super::verify::SnapshotVerifier;
+use super::{BackupError, BackupStore, Corruption};
 use crate::etcd::ConnectSettings;
 
 /// Size of each uploaded part (S3 needs at least 5 MiB but the last).
@@ -176,11 +176,15 @@ async fn stream_into(
     encoder.shutdown().await.map_err(io)?;
     let rest = std::mem::take(encoder.get_mut().get_mut());
     stored.put(upload, rest).await?;
-    let verified = verifier.finish().map_err(|reason| BackupError::Corrupt {
+    let verified = verifier.finish().map_err(|error| BackupError::Corrupt {
         location: source.endpoint.clone(),
-        reason: format!("snapshot stream: {reason}"),
+        reason: Corruption::SnapshotStream(error),
     })?;
-    Ok((verified, stored.bytes, hex(&stored.hasher.finalize())))
+    Ok((
+        verified,
+        stored.bytes,
+        hex::encode(stored.hasher.finalize()),
+    ))
 }
 
 /// Size and SHA-256 of what is uploaded.

@@ -5,6 +5,7 @@
 //! leader serves only when no follower is healthy. Learners are never used
 //! (they may lag).
 
+use std::fmt;
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions, SnapshotStreaming};
@@ -12,6 +13,64 @@ use futures::future::join_all;
 
 use super::BackupError;
 use crate::etcd::{ConnectSettings, format_id};
+
+/// Why asking an endpoint for its status did not give a usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// No status within the request timeout.
+    #[error("no answer within {timeout:?}")]
+    Timeout {
+        /// The time allowed.
+        timeout: Duration,
+    },
+    /// The connection or the status request failed.
+    #[error(transparent)]
+    Etcd(#[from] etcd_client::Error),
+    /// The member answered and reports an error of its own (an alarm,
+    /// a corrupt database).
+    #[error("reports {error}")]
+    MemberError {
+        /// The first error the member reports.
+        error: String,
+    },
+    /// The status carries no response header (no member or cluster ID).
+    #[error("status without header")]
+    NoHeader,
+}
+
+/// Why one endpoint cannot serve a snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceRefusal {
+    /// Its status could not be had.
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    /// It is a learner (it may lag).
+    #[error("a learner")]
+    Learner,
+    /// It knows no leader.
+    #[error("knows no leader")]
+    NoLeader,
+}
+
+/// Every endpoint asked and why none can serve a snapshot; shown as
+/// `endpoint: reason; ...`, or "no endpoints" when none was given.
+#[derive(Debug)]
+pub struct SourceRefusals(pub Vec<(String, SourceRefusal)>);
+
+impl fmt::Display for SourceRefusals {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("no endpoints");
+        }
+        for (i, (endpoint, refusal)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{endpoint}: {refusal}")?;
+        }
+        Ok(())
+    }
+}
 
 /// A member that answered its status and can serve a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,39 +108,44 @@ pub fn prefer_follower(candidates: &[SnapshotSource]) -> Option<&SnapshotSource>
 }
 
 /// Asks every endpoint for its status, concurrently, and picks the source.
-/// The error lists why each endpoint was not usable.
+/// The error ([`BackupError::NoSnapshotSource`]) lists why each endpoint
+/// was not usable.
 pub async fn choose_source(
     endpoints: &[String],
     settings: ConnectSettings,
 ) -> Result<SnapshotSource, BackupError> {
     let probes = join_all(endpoints.iter().map(|e| probe(e, settings))).await;
-    let mut usable = Vec::new();
-    let mut refusals = Vec::new();
-    for (endpoint, probe) in endpoints.iter().zip(probes) {
-        match probe {
-            Ok(source) => usable.push(source),
-            Err(reason) => refusals.push(format!("{endpoint}: {reason}")),
-        }
-    }
-    match prefer_follower(&usable) {
-        Some(source) => Ok(source.clone()),
-        None if refusals.is_empty() && endpoints.is_empty() => {
-            Err(BackupError::NoHealthyMember("no endpoints".to_string()))
-        }
-        None => {
-            for source in &usable {
-                if source.is_learner {
-                    refusals.push(format!("{}: a learner", source.endpoint));
-                } else {
-                    refusals.push(format!("{}: knows no leader", source.endpoint));
-                }
-            }
-            Err(BackupError::NoHealthyMember(refusals.join("; ")))
-        }
-    }
+    choose(endpoints.iter().cloned().zip(probes)).map_err(BackupError::NoSnapshotSource)
 }
 
-async fn probe(endpoint: &str, settings: ConnectSettings) -> Result<SnapshotSource, String> {
+/// The source among the answers of every endpoint ([`prefer_follower`]),
+/// or why each endpoint cannot serve.
+fn choose(
+    probes: impl IntoIterator<Item = (String, Result<SnapshotSource, ProbeError>)>,
+) -> Result<SnapshotSource, SourceRefusals> {
+    let mut usable = Vec::new();
+    let mut refusals = Vec::new();
+    for (endpoint, probe) in probes {
+        match probe {
+            Ok(source) => usable.push(source),
+            Err(error) => refusals.push((endpoint, error.into())),
+        }
+    }
+    if let Some(source) = prefer_follower(&usable) {
+        return Ok(source.clone());
+    }
+    for source in usable {
+        let refusal = if source.is_learner {
+            SourceRefusal::Learner
+        } else {
+            SourceRefusal::NoLeader
+        };
+        refusals.push((source.endpoint, refusal));
+    }
+    Err(SourceRefusals(refusals))
+}
+
+async fn probe(endpoint: &str, settings: ConnectSettings) -> Result<SnapshotSource, ProbeError> {
     let options = ConnectOptions::new()
         .with_connect_timeout(settings.connect_timeout)
         .with_timeout(settings.request_timeout);
@@ -91,14 +155,15 @@ async fn probe(endpoint: &str, settings: ConnectSettings) -> Result<SnapshotSour
     };
     let status = tokio::time::timeout(settings.request_timeout, request)
         .await
-        .map_err(|_| format!("no answer within {:?}", settings.request_timeout))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| ProbeError::Timeout {
+            timeout: settings.request_timeout,
+        })??;
     if let Some(error) = status.errors().first() {
-        return Err(format!("reports {error}"));
+        return Err(ProbeError::MemberError {
+            error: error.clone(),
+        });
     }
-    let header = status
-        .header()
-        .ok_or_else(|| "status without header".to_string())?;
+    let header = status.header().ok_or(ProbeError::NoHeader)?;
     Ok(SnapshotSource {
         endpoint: endpoint.to_string(),
         member_id: header.member_id(),
@@ -142,6 +207,7 @@ pub fn ids(source: &SnapshotSource) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backup::BackupErrorCategory;
 
     fn source(id: u64, leader: u64, revision: i64, is_learner: bool) -> SnapshotSource {
         SnapshotSource {
@@ -178,5 +244,92 @@ mod tests {
     fn a_member_without_leader_is_not_used() {
         let candidates = [source(2, 0, 70, false)];
         assert_eq!(prefer_follower(&candidates), None);
+    }
+
+    #[test]
+    fn every_endpoint_says_why_it_cannot_serve() {
+        let refusals = choose([
+            (
+                "http://m1".to_string(),
+                Err(ProbeError::Timeout {
+                    timeout: Duration::from_secs(2),
+                }),
+            ),
+            ("http://m2".to_string(), Ok(source(2, 0, 70, false))),
+            ("http://m4".to_string(), Ok(source(4, 1, 70, true))),
+        ])
+        .expect_err("no usable member");
+        assert!(matches!(
+            refusals.0.as_slice(),
+            [
+                (_, SourceRefusal::Probe(ProbeError::Timeout { .. })),
+                (_, SourceRefusal::NoLeader),
+                (_, SourceRefusal::Learner),
+            ]
+        ));
+        assert_eq!(
+            refusals.to_string(),
+            "http://m1: no answer within 2s; http://m2: knows no leader; http://m4: a learner"
+        );
+        let none = choose([]).expect_err("no endpoints");
+        assert_eq!(none.to_string(), "no endpoints");
+        let error = BackupError::NoSnapshotSource(none);
+        assert_eq!(
+            error.to_string(),
+            "no healthy member to take a snapshot from: no endpoints"
+        );
+        assert_eq!(error.category(), BackupErrorCategory::Transient);
+
+        let chosen = choose([
+            ("http://m1".to_string(), Err(ProbeError::NoHeader)),
+            ("http://m3".to_string(), Ok(source(3, 1, 49, false))),
+        ])
+        .expect("a follower");
+        assert_eq!(chosen.member_id, 3);
+    }
+
+    fn settings(request_timeout: Duration) -> ConnectSettings {
+        ConnectSettings {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_that_never_answers_is_given_up_on_time() {
+        // A socket that accepts connections and never speaks: no etcd can
+        // stand in for a member that hangs. The channel's own request
+        // deadline and the probe's run out together; either may report it.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let endpoint = format!("http://{}", silent.local_addr().expect("address"));
+        let timeout = Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        let error = probe(&endpoint, settings(timeout))
+            .await
+            .expect_err("no answer");
+        assert!(started.elapsed() < Duration::from_secs(3), "{error}");
+        match &error {
+            ProbeError::Timeout { timeout: waited } => assert_eq!(*waited, timeout),
+            ProbeError::Etcd(etcd) => {
+                assert!(etcd.to_string().contains("Timeout expired"), "{etcd}")
+            }
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_an_etcd_client_error() {
+        // A port nothing listens on: bound, then released.
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            listener.local_addr().expect("address").port()
+        };
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let error = probe(&endpoint, settings(Duration::from_secs(5)))
+            .await
+            .expect_err("refused");
+        assert!(matches!(error, ProbeError::Etcd(_)), "{error:?}");
     }
 }

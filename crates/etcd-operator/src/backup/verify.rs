@@ -10,6 +10,33 @@ use sha2::{Digest, Sha256};
 /// Length of etcd's SHA-256 trailer.
 pub const TRAILER_LEN: usize = 32;
 
+/// Why a snapshot stream is not a whole etcd snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotCheckError {
+    /// Fewer bytes than one database page and the trailer.
+    #[error("only {bytes} bytes: too short to be an etcd snapshot")]
+    TooShort {
+        /// Bytes of the stream.
+        bytes: u64,
+    },
+    /// Not whole 512-byte database pages plus the trailer: cut short.
+    #[error(
+        "{bytes} bytes is not a whole number of database pages plus the 32-byte hash (truncated?)"
+    )]
+    NotWholePages {
+        /// Bytes of the stream.
+        bytes: u64,
+    },
+    /// The trailer is not the SHA-256 of the database before it.
+    #[error("embedded SHA-256 {embedded} does not match the content's {computed}")]
+    HashMismatch {
+        /// Hex of the trailer.
+        embedded: String,
+        /// Hex SHA-256 of the database.
+        computed: String,
+    },
+}
+
 /// Checks a snapshot stream against its SHA-256 trailer. Feed every chunk in
 /// order with [`SnapshotVerifier::update`], then call
 /// [`SnapshotVerifier::finish`].
@@ -73,46 +100,29 @@ impl SnapshotVerifier {
         }
     }
 
-    /// Checks the trailer: `Err(reason)` when the stream is too short, not
-    /// a whole number of 512-byte blocks plus the trailer (truncated), or
+    /// Checks the trailer: refused when the stream is too short, not a
+    /// whole number of 512-byte blocks plus the trailer (truncated), or
     /// its hash does not match.
-    pub fn finish(self) -> Result<VerifiedSnapshot, String> {
+    pub fn finish(self) -> Result<VerifiedSnapshot, SnapshotCheckError> {
         if self.tail.len() < TRAILER_LEN || self.total < 512 + TRAILER_LEN as u64 {
-            return Err(format!(
-                "only {} bytes: too short to be an etcd snapshot",
-                self.total
-            ));
+            return Err(SnapshotCheckError::TooShort { bytes: self.total });
         }
         // bbolt files are whole pages; etcd appends exactly 32 bytes.
         if !(self.total - TRAILER_LEN as u64).is_multiple_of(512) {
-            return Err(format!(
-                "{} bytes is not a whole number of database pages plus the 32-byte hash (truncated?)",
-                self.total
-            ));
+            return Err(SnapshotCheckError::NotWholePages { bytes: self.total });
         }
         let computed = self.hasher.finalize();
         if computed.as_slice() != self.tail.as_slice() {
-            return Err(format!(
-                "embedded SHA-256 {} does not match the content's {}",
-                hex(&self.tail),
-                hex(&computed)
-            ));
+            return Err(SnapshotCheckError::HashMismatch {
+                embedded: hex::encode(&self.tail),
+                computed: hex::encode(computed),
+            });
         }
         Ok(VerifiedSnapshot {
             size: self.total,
-            sha256: hex(&computed),
+            sha256: hex::encode(computed),
         })
     }
-}
-
-/// Lower-case hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
 }
 
 #[cfg(test)]
@@ -126,7 +136,7 @@ mod tests {
         db
     }
 
-    fn verify_in_chunks(data: &[u8], chunk: usize) -> Result<VerifiedSnapshot, String> {
+    fn verify_in_chunks(data: &[u8], chunk: usize) -> Result<VerifiedSnapshot, SnapshotCheckError> {
         let mut verifier = SnapshotVerifier::new();
         for part in data.chunks(chunk) {
             verifier.update(part);
@@ -137,7 +147,7 @@ mod tests {
     #[test]
     fn accepts_a_snapshot_in_any_chunking() {
         let data = snapshot(3);
-        let expected = hex(&data[data.len() - 32..]);
+        let expected = hex::encode(&data[data.len() - 32..]);
         for chunk in [1, 7, 31, 32, 33, 4096, 100_000] {
             let verified = verify_in_chunks(&data, chunk).expect("valid");
             assert_eq!(verified.size, data.len() as u64);
@@ -150,15 +160,27 @@ mod tests {
         let mut data = snapshot(2);
         data[5000] ^= 0x40;
         let error = verify_in_chunks(&data, 1000).expect_err("corrupt");
-        assert!(error.contains("does not match"), "{error}");
+        let embedded = hex::encode(&data[data.len() - 32..]);
+        assert!(
+            matches!(&error, SnapshotCheckError::HashMismatch { embedded: e, computed }
+                if *e == embedded && *computed != embedded),
+            "{error}"
+        );
+        assert!(error.to_string().contains("does not match"), "{error}");
     }
 
     #[test]
     fn refuses_a_truncated_snapshot() {
         let data = snapshot(2);
-        let error = verify_in_chunks(&data[..data.len() - 100], 1000).expect_err("truncated");
-        assert!(error.contains("truncated"), "{error}");
+        let cut = data.len() - 100;
+        let error = verify_in_chunks(&data[..cut], 1000).expect_err("truncated");
+        assert_eq!(
+            error,
+            SnapshotCheckError::NotWholePages { bytes: cut as u64 }
+        );
+        assert!(error.to_string().contains("truncated"), "{error}");
         let error = verify_in_chunks(&data[..10], 1000).expect_err("short");
-        assert!(error.contains("too short"), "{error}");
+        assert_eq!(error, SnapshotCheckError::TooShort { bytes: 10 });
+        assert!(error.to_string().contains("too short"), "{error}");
     }
 }

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::format::{HEADER_LEN, SegmentEvent, encode_event, new_buffer};
+use super::format::{EncodeError, HEADER_LEN, SegmentEvent, encode_event, new_buffer};
 use super::segment::PendingSegment;
 
 /// Events received but not yet durable.
@@ -49,8 +49,9 @@ impl SegmentBuffer {
         (!self.is_empty()).then_some(self.last_revision)
     }
 
-    /// Appends an event received at `now`.
-    pub fn push(&mut self, event: &SegmentEvent, now: DateTime<Utc>) -> Result<(), String> {
+    /// Appends an event received at `now`; an event the encoding cannot
+    /// hold is refused and leaves the buffer as it was.
+    pub fn push(&mut self, event: &SegmentEvent, now: DateTime<Utc>) -> Result<(), EncodeError> {
         encode_event(&mut self.encoded, event)?;
         self.first_revision.get_or_insert(event.revision);
         self.opened_at.get_or_insert(now);

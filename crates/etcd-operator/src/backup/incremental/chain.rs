@@ -125,11 +125,12 @@ pub async fn fetch_segments(
 
 /// Every segment metadata object of the chain after `base_name`, in name
 /// (= first revision) order: readable ones as `Ok`, unreadable ones as the
-/// reason.
+/// error that makes them corrupt ([`BackupErrorCategory::Corrupt`]); any
+/// other error ends the listing.
 pub async fn list_segments(
     store: &BackupStore,
     base_name: &str,
-) -> Result<Vec<(Path, Result<SegmentMetadata, String>)>, BackupError> {
+) -> Result<Vec<(Path, Result<SegmentMetadata, BackupError>)>, BackupError> {
     let folder = object_path(store, &chain_folder(base_name));
     let mut paths: Vec<Path> = store
         .store()
@@ -148,9 +149,7 @@ pub async fn list_segments(
     for path in paths {
         let metadata = match read_segment_metadata(store, &path).await {
             Ok(metadata) => Ok(metadata),
-            Err(error) if error.category() == BackupErrorCategory::Corrupt => {
-                Err(error.to_string())
-            }
+            Err(error) if error.category() == BackupErrorCategory::Corrupt => Err(error),
             Err(error) => return Err(error),
         };
         listed.push((path, metadata));
@@ -170,7 +169,7 @@ pub fn link_segments(
     base: &str,
     base_revision: i64,
     cluster_id: &str,
-    listed: Vec<(String, Result<SegmentMetadata, String>)>,
+    listed: Vec<(String, Result<SegmentMetadata, BackupError>)>,
 ) -> SegmentChain {
     let mut chain = SegmentChain {
         base: base.to_string(),
@@ -190,8 +189,8 @@ pub fn link_segments(
         };
         let segment = match metadata {
             Ok(segment) => segment,
-            Err(reason) => {
-                chain.gap = gap(GapKind::Corrupt, format!("{name}: {reason}"));
+            Err(error) => {
+                chain.gap = gap(GapKind::Corrupt, format!("{name}: {error}"));
                 break;
             }
         };
@@ -339,7 +338,7 @@ mod tests {
     use super::*;
     use crate::backup::incremental::segment::{SEGMENT_FORMAT, segment_object_name};
 
-    fn segment(first: i64, last: i64) -> (String, Result<SegmentMetadata, String>) {
+    fn segment(first: i64, last: i64) -> (String, Result<SegmentMetadata, BackupError>) {
         let object = segment_object_name("full-x-r9", first, last);
         (
             object.clone(),
@@ -363,7 +362,7 @@ mod tests {
         )
     }
 
-    fn link(listed: Vec<(String, Result<SegmentMetadata, String>)>) -> SegmentChain {
+    fn link(listed: Vec<(String, Result<SegmentMetadata, BackupError>)>) -> SegmentChain {
         link_segments("full-x-r9", 9, "c1", listed)
     }
 
@@ -418,15 +417,22 @@ mod tests {
 
     #[test]
     fn unreadable_or_foreign_metadata_is_a_corrupt_gap() {
-        let broken = (
-            "incremental/full-x-r9/b.seg.json".to_string(),
-            Err("metadata is unreadable".to_string()),
-        );
-        let chain = link(vec![segment(10, 12), broken, segment(13, 14)]);
+        let location = "incremental/full-x-r9/b.seg.json".to_string();
+        let unreadable = BackupError::Metadata {
+            location: location.clone(),
+            source: serde_json::from_slice::<SegmentMetadata>(b"{\"format\": 1")
+                .expect_err("cut short"),
+        };
+        let chain = link(vec![
+            segment(10, 12),
+            (location, Err(unreadable)),
+            segment(13, 14),
+        ]);
         assert_eq!(chain.last_revision, 12);
         let gap = chain.gap.expect("gap");
         assert_eq!(gap.kind, GapKind::Corrupt);
         assert!(gap.message.contains("b.seg.json"), "{gap}");
+        assert!(gap.message.contains("is unreadable"), "{gap}");
 
         let (name, foreign) = segment(10, 12);
         let mut foreign = foreign.expect("metadata");

@@ -31,6 +31,69 @@ pub const HEADER_LEN: usize = MAGIC.len() + 1;
 /// Bytes of an event besides its key and value.
 pub const EVENT_OVERHEAD: usize = 1 + 8 + 8 + 4 + 4;
 
+/// Why an event cannot be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// The key is longer than a length prefix can say.
+    #[error("key of {len} bytes is too long")]
+    KeyTooLong {
+        /// Bytes of the key.
+        len: usize,
+    },
+    /// The value is longer than a length prefix can say.
+    #[error("value of {len} bytes is too long")]
+    ValueTooLong {
+        /// Bytes of the value.
+        len: usize,
+    },
+}
+
+/// Why encoded events cannot be read back. Byte offsets count from the
+/// start of the encoding (header included).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The bytes do not start with [`MAGIC`].
+    #[error("not a segment: the magic bytes are missing")]
+    MissingMagic,
+    /// The bytes end right after [`MAGIC`].
+    #[error("not a segment: no version byte")]
+    MissingVersion,
+    /// A version of the encoding this operator does not read.
+    #[error("segment format version {version} is not known (this operator reads {VERSION})")]
+    UnknownVersion {
+        /// The version byte found.
+        version: u8,
+    },
+    /// An event kind other than put or delete.
+    #[error("unknown event kind {kind} at byte {at}")]
+    UnknownKind {
+        /// The kind byte found.
+        kind: u8,
+        /// Where the event starts.
+        at: usize,
+    },
+    /// An event ends before its fields do.
+    #[error("event at byte {at} is truncated: {needed} bytes needed, {left} left")]
+    Truncated {
+        /// Where the event starts.
+        at: usize,
+        /// Bytes the next field needs.
+        needed: usize,
+        /// Bytes left in the encoding.
+        left: usize,
+    },
+    /// An event's revision is lower than the one before it.
+    #[error("revision {revision} at byte {at} comes after revision {previous}")]
+    RevisionBackwards {
+        /// The event's revision.
+        revision: i64,
+        /// Where the event starts.
+        at: usize,
+        /// The revision of the event before it.
+        previous: i64,
+    },
+}
+
 /// What an event did to its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {
@@ -75,11 +138,8 @@ pub fn new_buffer() -> Vec<u8> {
 ///
 /// Keys and values longer than `u32::MAX` cannot exist in etcd (requests
 /// are limited to a few MiB); they are refused rather than truncated.
-pub fn encode_event(buffer: &mut Vec<u8>, event: &SegmentEvent) -> Result<(), String> {
-    let key_len = u32::try_from(event.key.len())
-        .map_err(|_| format!("key of {} bytes is too long", event.key.len()))?;
-    let value_len = u32::try_from(event.value.len())
-        .map_err(|_| format!("value of {} bytes is too long", event.value.len()))?;
+pub fn encode_event(buffer: &mut Vec<u8>, event: &SegmentEvent) -> Result<(), EncodeError> {
+    let (key_len, value_len) = length_prefixes(event.key.len(), event.value.len())?;
     buffer.reserve(event.encoded_len());
     buffer.push(match event.kind {
         EventKind::Put => 0,
@@ -94,20 +154,25 @@ pub fn encode_event(buffer: &mut Vec<u8>, event: &SegmentEvent) -> Result<(), St
     Ok(())
 }
 
+/// The length prefixes of a key and a value of these lengths.
+fn length_prefixes(key: usize, value: usize) -> Result<(u32, u32), EncodeError> {
+    let key = u32::try_from(key).map_err(|_| EncodeError::KeyTooLong { len: key })?;
+    let value = u32::try_from(value).map_err(|_| EncodeError::ValueTooLong { len: value })?;
+    Ok((key, value))
+}
+
 /// Reads every event of an encoded segment. Refuses another magic, an
 /// unknown version or kind, a truncated event, and revisions that go
 /// backwards.
-pub fn decode_events(bytes: &[u8]) -> Result<Vec<SegmentEvent>, String> {
+pub fn decode_events(bytes: &[u8]) -> Result<Vec<SegmentEvent>, DecodeError> {
     let Some(rest) = bytes.strip_prefix(MAGIC.as_slice()) else {
-        return Err("not a segment: the magic bytes are missing".to_string());
+        return Err(DecodeError::MissingMagic);
     };
     let Some((&version, mut rest)) = rest.split_first() else {
-        return Err("not a segment: no version byte".to_string());
+        return Err(DecodeError::MissingVersion);
     };
     if version != VERSION {
-        return Err(format!(
-            "segment format version {version} is not known (this operator reads {VERSION})"
-        ));
+        return Err(DecodeError::UnknownVersion { version });
     }
     let mut events = Vec::new();
     let mut previous = i64::MIN;
@@ -117,7 +182,7 @@ pub fn decode_events(bytes: &[u8]) -> Result<Vec<SegmentEvent>, String> {
         let kind = match reader.take(1)?[0] {
             0 => EventKind::Put,
             1 => EventKind::Delete,
-            other => return Err(format!("unknown event kind {other} at byte {at}")),
+            kind => return Err(DecodeError::UnknownKind { kind, at }),
         };
         let revision = reader.i64()?;
         let lease = reader.i64()?;
@@ -126,9 +191,11 @@ pub fn decode_events(bytes: &[u8]) -> Result<Vec<SegmentEvent>, String> {
         let value_len = reader.u32()? as usize;
         let value = reader.take(value_len)?.to_vec();
         if revision < previous {
-            return Err(format!(
-                "revision {revision} at byte {at} comes after revision {previous}"
-            ));
+            return Err(DecodeError::RevisionBackwards {
+                revision,
+                at,
+                previous,
+            });
         }
         previous = revision;
         events.push(SegmentEvent {
@@ -149,28 +216,27 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.rest.len() < n {
-            return Err(format!(
-                "event at byte {} is truncated: {} bytes needed, {} left",
-                self.at,
-                n,
-                self.rest.len()
-            ));
+            return Err(DecodeError::Truncated {
+                at: self.at,
+                needed: n,
+                left: self.rest.len(),
+            });
         }
         let (head, tail) = self.rest.split_at(n);
         self.rest = tail;
         Ok(head)
     }
 
-    fn i64(&mut self) -> Result<i64, String> {
+    fn i64(&mut self) -> Result<i64, DecodeError> {
         let bytes = self.take(8)?;
         let mut array = [0u8; 8];
         array.copy_from_slice(bytes);
         Ok(i64::from_le_bytes(array))
     }
 
-    fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, DecodeError> {
         let bytes = self.take(4)?;
         let mut array = [0u8; 4];
         array.copy_from_slice(bytes);
@@ -214,19 +280,66 @@ mod tests {
         let mut buffer = new_buffer();
         encode_event(&mut buffer, &put(5, "key", "value", 0)).expect("encode");
         let error = decode_events(&buffer[..buffer.len() - 1]).expect_err("truncated");
-        assert!(error.contains("truncated"), "{error}");
+        assert_eq!(
+            error,
+            DecodeError::Truncated {
+                at: HEADER_LEN,
+                needed: 5,
+                left: 4
+            }
+        );
+        assert!(error.to_string().contains("truncated"), "{error}");
         let mut other = buffer.clone();
         other[7] = 2;
         let error = decode_events(&other).expect_err("version");
-        assert!(error.contains("version 2"), "{error}");
+        assert_eq!(error, DecodeError::UnknownVersion { version: 2 });
+        assert!(error.to_string().contains("version 2"), "{error}");
         let mut other = buffer.clone();
         other[HEADER_LEN] = 9;
         let error = decode_events(&other).expect_err("kind");
-        assert!(error.contains("kind 9"), "{error}");
-        assert!(decode_events(b"PK\x03\x04").is_err());
+        assert_eq!(
+            error,
+            DecodeError::UnknownKind {
+                kind: 9,
+                at: HEADER_LEN
+            }
+        );
+        assert!(error.to_string().contains("kind 9"), "{error}");
+        assert_eq!(decode_events(b"PK\x03\x04"), Err(DecodeError::MissingMagic));
+        assert_eq!(decode_events(MAGIC), Err(DecodeError::MissingVersion));
+        let second = buffer.len();
         encode_event(&mut buffer, &put(4, "key", "older", 0)).expect("encode");
         let error = decode_events(&buffer).expect_err("backwards");
-        assert!(error.contains("comes after revision 5"), "{error}");
+        assert_eq!(
+            error,
+            DecodeError::RevisionBackwards {
+                revision: 4,
+                at: second,
+                previous: 5
+            }
+        );
+        assert!(
+            error.to_string().contains("comes after revision 5"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn refuses_keys_and_values_beyond_a_length_prefix() {
+        let too_long = u32::MAX as usize + 1;
+        assert_eq!(length_prefixes(3, 0), Ok((3, 0)));
+        let error = length_prefixes(too_long, 0).expect_err("key");
+        assert_eq!(error, EncodeError::KeyTooLong { len: too_long });
+        assert_eq!(
+            error.to_string(),
+            format!("key of {too_long} bytes is too long")
+        );
+        let error = length_prefixes(1, too_long).expect_err("value");
+        assert_eq!(error, EncodeError::ValueTooLong { len: too_long });
+        assert_eq!(
+            error.to_string(),
+            format!("value of {too_long} bytes is too long")
+        );
     }
 
     fn event() -> impl Strategy<Value = SegmentEvent> {

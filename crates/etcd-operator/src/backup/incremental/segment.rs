@@ -31,11 +31,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::format::{SegmentEvent, decode_events};
-use crate::backup::encryption::{self, EncryptionInfo, EncryptionKey};
+use super::format::{DecodeError, SegmentEvent, decode_events};
+use crate::backup::encryption::{self, EncryptionError, EncryptionInfo, EncryptionKey};
 use crate::backup::metadata::{ENCRYPTED_SUFFIX, METADATA_SUFFIX, metadata_name_for};
 use crate::backup::restore::opening_key;
-use crate::backup::verify::hex;
 use crate::backup::{BackupError, BackupErrorCategory, BackupMetadata, BackupStore};
 
 /// Folder of the chains, inside the cluster's folder.
@@ -98,6 +97,86 @@ impl SegmentMetadata {
     pub fn metadata_name(&self) -> String {
         segment_metadata_name(&self.object)
     }
+}
+
+/// Why a stored segment fails the checks it passes before any of its
+/// events is handed out. Every one of them makes the segment corrupt
+/// ([`BackupError::Corrupt`]).
+#[derive(Debug, thiserror::Error)]
+pub enum SegmentCheckError {
+    /// The metadata exists, the segment object does not.
+    #[error("the segment object is missing (its metadata exists)")]
+    ObjectMissing,
+    /// The stored object's size differs from the metadata's.
+    #[error("stored object has {actual} bytes, the metadata says {expected} (truncated?)")]
+    StoredSize {
+        /// Bytes of the stored object.
+        actual: u64,
+        /// Bytes the metadata records.
+        expected: u64,
+    },
+    /// The stored object's SHA-256 differs from the metadata's.
+    #[error("stored object's SHA-256 {actual} differs from the metadata's {expected}")]
+    StoredSha256 {
+        /// Hex SHA-256 of the stored object.
+        actual: String,
+        /// Hex SHA-256 the metadata records.
+        expected: String,
+    },
+    /// The metadata names a compression this operator does not read.
+    #[error("unknown compression {0:?}")]
+    UnknownCompression(String),
+    /// The sealed object does not open with the key its metadata names.
+    #[error("cannot decrypt: {0}")]
+    Decrypt(#[source] EncryptionError),
+    /// The compressed events are not a valid zstd stream.
+    #[error("cannot decompress: {0}")]
+    Decompress(#[source] std::io::Error),
+    /// The decompressed events are longer or shorter than the metadata
+    /// says.
+    #[error("{actual} bytes once decompressed, the metadata says {expected}")]
+    DecompressedSize {
+        /// Bytes once decompressed (at most one more than expected).
+        actual: u64,
+        /// Bytes the metadata records.
+        expected: u64,
+    },
+    /// The decompressed bytes are not a valid encoding of events.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The segment holds another number of events than its metadata says.
+    #[error("{actual} events, the metadata says {expected}")]
+    EventCount {
+        /// Events in the segment.
+        actual: u64,
+        /// Events the metadata records.
+        expected: u64,
+    },
+    /// The segment holds no event at all.
+    #[error("the segment holds no event")]
+    NoEvents,
+    /// The events start or end at other revisions than the metadata says.
+    #[error(
+        "events span revisions {first}..={last}, the metadata says {expected_first}..={expected_last}"
+    )]
+    RevisionSpan {
+        /// Revision of the first event.
+        first: i64,
+        /// Revision of the last event.
+        last: i64,
+        /// First revision the metadata records.
+        expected_first: i64,
+        /// Last revision the metadata records.
+        expected_last: i64,
+    },
+    /// Revisions between two events of the segment are in no event.
+    #[error("revisions {from}..={to} are missing inside the segment")]
+    MissingRevisions {
+        /// First missing revision.
+        from: i64,
+        /// Last missing revision.
+        to: i64,
+    },
 }
 
 /// Encoded events waiting to become a segment.
@@ -186,7 +265,7 @@ pub async fn store_segment(
         encryption: store.encryption().map(EncryptionKey::info),
         encoded_bytes: pending.encoded.len() as u64,
         stored_bytes: stored.len() as u64,
-        stored_sha256: hex(&Sha256::digest(&stored)),
+        stored_sha256: hex::encode(Sha256::digest(&stored)),
         opened_at: pending.opened_at,
         closed_at: pending.closed_at,
     };
@@ -229,9 +308,9 @@ pub(crate) async fn load_segment_bytes(
 ) -> Result<(Bytes, Vec<SegmentEvent>), BackupError> {
     let path = object_path(store, &metadata.object);
     let location = store.url(&path);
-    let corrupt = |reason: String| BackupError::Corrupt {
+    let corrupt = |reason: SegmentCheckError| BackupError::Corrupt {
         location: location.clone(),
-        reason,
+        reason: reason.into(),
     };
     // A wrong or missing key is refused before the object is read.
     let key = opening_key(
@@ -243,39 +322,42 @@ pub(crate) async fn load_segment_bytes(
     let stored = match store.store().get(&path).await {
         Ok(object) => object.bytes().await?,
         Err(object_store::Error::NotFound { .. }) => {
-            return Err(corrupt(
-                "the segment object is missing (its metadata exists)".to_string(),
-            ));
+            return Err(corrupt(SegmentCheckError::ObjectMissing));
         }
         Err(error) => return Err(error.into()),
     };
-    if stored.len() as u64 != metadata.stored_bytes {
-        return Err(corrupt(format!(
-            "stored object has {} bytes, the metadata says {} (truncated?)",
-            stored.len(),
-            metadata.stored_bytes
-        )));
-    }
-    let sha256 = hex(&Sha256::digest(&stored));
-    if sha256 != metadata.stored_sha256 {
-        return Err(corrupt(format!(
-            "stored object's SHA-256 {sha256} differs from the metadata's {}",
-            metadata.stored_sha256
-        )));
-    }
-    if metadata.compression != "zstd" {
-        return Err(corrupt(format!(
-            "unknown compression {:?}",
-            metadata.compression
-        )));
-    }
+    check_stored(metadata, &stored).map_err(&corrupt)?;
     let compressed = unseal(key, stored.to_vec()).map_err(&corrupt)?;
     let encoded = decompress(&compressed, metadata.encoded_bytes)
         .await
         .map_err(&corrupt)?;
-    let events = decode_events(&encoded).map_err(&corrupt)?;
+    let events = decode_events(&encoded).map_err(|e| corrupt(e.into()))?;
     check_events(metadata, &events).map_err(corrupt)?;
     Ok((stored, events))
+}
+
+/// The stored object must be the one the metadata describes, in a
+/// compression this operator reads.
+fn check_stored(metadata: &SegmentMetadata, stored: &[u8]) -> Result<(), SegmentCheckError> {
+    if stored.len() as u64 != metadata.stored_bytes {
+        return Err(SegmentCheckError::StoredSize {
+            actual: stored.len() as u64,
+            expected: metadata.stored_bytes,
+        });
+    }
+    let sha256 = hex::encode(Sha256::digest(stored));
+    if sha256 != metadata.stored_sha256 {
+        return Err(SegmentCheckError::StoredSha256 {
+            actual: sha256,
+            expected: metadata.stored_sha256.clone(),
+        });
+    }
+    if metadata.compression != "zstd" {
+        return Err(SegmentCheckError::UnknownCompression(
+            metadata.compression.clone(),
+        ));
+    }
+    Ok(())
 }
 
 /// The events must be exactly what the metadata announces, every revision
@@ -284,30 +366,30 @@ pub(crate) async fn load_segment_bytes(
 pub(crate) fn check_events(
     metadata: &SegmentMetadata,
     events: &[SegmentEvent],
-) -> Result<(), String> {
+) -> Result<(), SegmentCheckError> {
     if events.len() as u64 != metadata.events {
-        return Err(format!(
-            "{} events, the metadata says {}",
-            events.len(),
-            metadata.events
-        ));
+        return Err(SegmentCheckError::EventCount {
+            actual: events.len() as u64,
+            expected: metadata.events,
+        });
     }
     let (Some(first), Some(last)) = (events.first(), events.last()) else {
-        return Err("the segment holds no event".to_string());
+        return Err(SegmentCheckError::NoEvents);
     };
     if first.revision != metadata.first_revision || last.revision != metadata.last_revision {
-        return Err(format!(
-            "events span revisions {}..={}, the metadata says {}..={}",
-            first.revision, last.revision, metadata.first_revision, metadata.last_revision
-        ));
+        return Err(SegmentCheckError::RevisionSpan {
+            first: first.revision,
+            last: last.revision,
+            expected_first: metadata.first_revision,
+            expected_last: metadata.last_revision,
+        });
     }
     for pair in events.windows(2) {
         if pair[1].revision > pair[0].revision + 1 {
-            return Err(format!(
-                "revisions {}..={} are missing inside the segment",
-                pair[0].revision + 1,
-                pair[1].revision - 1
-            ));
+            return Err(SegmentCheckError::MissingRevisions {
+                from: pair[0].revision + 1,
+                to: pair[1].revision - 1,
+            });
         }
     }
     Ok(())
@@ -324,9 +406,9 @@ fn seal(store: &BackupStore, compressed: Vec<u8>) -> Result<Vec<u8>, BackupError
 
 /// The compressed segment from its stored form (inverse of [`seal`]),
 /// every chunk authenticated.
-fn unseal(key: Option<&EncryptionKey>, stored: Vec<u8>) -> Result<Vec<u8>, String> {
+fn unseal(key: Option<&EncryptionKey>, stored: Vec<u8>) -> Result<Vec<u8>, SegmentCheckError> {
     match key {
-        Some(key) => encryption::open(key, &stored).map_err(|e| format!("cannot decrypt: {e}")),
+        Some(key) => encryption::open(key, &stored).map_err(SegmentCheckError::Decrypt),
         None => Ok(stored),
     }
 }
@@ -344,18 +426,18 @@ async fn compress(encoded: &[u8], location: &str) -> Result<Vec<u8>, BackupError
 
 /// Decompresses at most `expected` bytes (and one more, to notice a
 /// segment longer than its metadata says).
-async fn decompress(compressed: &[u8], expected: u64) -> Result<Vec<u8>, String> {
+async fn decompress(compressed: &[u8], expected: u64) -> Result<Vec<u8>, SegmentCheckError> {
     let mut encoded = Vec::with_capacity(usize::try_from(expected).unwrap_or(0).min(64 << 20));
     ZstdDecoder::new(compressed)
         .take(expected.saturating_add(1))
         .read_to_end(&mut encoded)
         .await
-        .map_err(|e| format!("cannot decompress: {e}"))?;
+        .map_err(SegmentCheckError::Decompress)?;
     if encoded.len() as u64 != expected {
-        return Err(format!(
-            "{} bytes once decompressed, the metadata says {expected}",
-            encoded.len()
-        ));
+        return Err(SegmentCheckError::DecompressedSize {
+            actual: encoded.len() as u64,
+            expected,
+        });
     }
     Ok(encoded)
 }
@@ -386,7 +468,12 @@ async fn put_with_retry(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use object_store::memory::InMemory;
+
     use super::*;
+    use crate::backup::Corruption;
     use crate::backup::incremental::format::{EventKind, encode_event, new_buffer};
 
     fn metadata(first: i64, last: i64, events: u64) -> SegmentMetadata {
@@ -439,12 +526,151 @@ mod tests {
         let events = [event(10), event(10), event(11), event(12)];
         assert!(check_events(&metadata(10, 12, 4), &events).is_ok());
         let error = check_events(&metadata(10, 12, 5), &events).expect_err("count");
-        assert!(error.contains("4 events"), "{error}");
+        assert!(
+            matches!(
+                error,
+                SegmentCheckError::EventCount {
+                    actual: 4,
+                    expected: 5
+                }
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains("4 events"), "{error}");
         let error = check_events(&metadata(10, 13, 4), &events).expect_err("span");
-        assert!(error.contains("10..=12"), "{error}");
+        assert!(
+            matches!(
+                error,
+                SegmentCheckError::RevisionSpan {
+                    first: 10,
+                    last: 12,
+                    expected_first: 10,
+                    expected_last: 13
+                }
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains("10..=12"), "{error}");
         let events = [event(10), event(13)];
         let error = check_events(&metadata(10, 13, 2), &events).expect_err("hole");
-        assert!(error.contains("11..=12 are missing"), "{error}");
+        assert!(
+            matches!(
+                error,
+                SegmentCheckError::MissingRevisions { from: 11, to: 12 }
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains("11..=12 are missing"), "{error}");
+        let error = check_events(&metadata(10, 10, 0), &[]).expect_err("empty");
+        assert!(matches!(error, SegmentCheckError::NoEvents), "{error}");
+    }
+
+    fn in_memory_store() -> BackupStore {
+        BackupStore::from_parts(
+            Arc::new(InMemory::new()),
+            Path::from("prod/main"),
+            "memory:///prod/main".to_string(),
+        )
+    }
+
+    /// Stores `encoded`, compressed, as the segment object `metadata`
+    /// names, and records its true sizes and SHA-256 in `metadata`.
+    async fn put_segment(store: &BackupStore, metadata: &mut SegmentMetadata, encoded: &[u8]) {
+        let compressed = compress(encoded, "test").await.expect("compress");
+        metadata.encoded_bytes = encoded.len() as u64;
+        metadata.stored_bytes = compressed.len() as u64;
+        metadata.stored_sha256 = hex::encode(Sha256::digest(&compressed));
+        store
+            .store()
+            .put(&object_path(store, &metadata.object), compressed.into())
+            .await
+            .expect("put");
+    }
+
+    /// Why loading the segment is refused; it must be refused as corrupt.
+    async fn refusal(store: &BackupStore, metadata: &SegmentMetadata) -> SegmentCheckError {
+        match load_segment_bytes(store, metadata).await {
+            Err(error @ BackupError::Corrupt { .. }) => {
+                assert_eq!(error.category(), BackupErrorCategory::Corrupt);
+                match error {
+                    BackupError::Corrupt {
+                        reason: Corruption::Segment(check),
+                        ..
+                    } => check,
+                    other => panic!("expected a segment check, got {other:?}"),
+                }
+            }
+            other => panic!("expected a corrupt segment, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stored_segment_is_checked_before_any_event_is_handed_out() {
+        let store = in_memory_store();
+        let mut stored = metadata(10, 11, 2);
+        let missing = refusal(&store, &stored).await;
+        assert!(
+            matches!(missing, SegmentCheckError::ObjectMissing),
+            "{missing}"
+        );
+
+        let mut encoded = new_buffer();
+        encode_event(&mut encoded, &event(10)).expect("encode");
+        encode_event(&mut encoded, &event(11)).expect("encode");
+        put_segment(&store, &mut stored, &encoded).await;
+        let (_, events) = load_segment_bytes(&store, &stored).await.expect("load");
+        assert_eq!(events, [event(10), event(11)]);
+
+        let mut longer = stored.clone();
+        longer.stored_bytes += 1;
+        let error = refusal(&store, &longer).await;
+        assert!(
+            matches!(error, SegmentCheckError::StoredSize { actual, expected }
+                if actual == stored.stored_bytes && expected == actual + 1),
+            "{error}"
+        );
+
+        let mut altered = stored.clone();
+        altered.stored_sha256 = "00".repeat(32);
+        let error = refusal(&store, &altered).await;
+        assert!(
+            matches!(&error, SegmentCheckError::StoredSha256 { actual, .. }
+                if *actual == stored.stored_sha256),
+            "{error}"
+        );
+        assert!(error.to_string().contains("SHA-256"), "{error}");
+
+        let mut other_compression = stored.clone();
+        other_compression.compression = "lz4".into();
+        let error = refusal(&store, &other_compression).await;
+        assert!(
+            matches!(&error, SegmentCheckError::UnknownCompression(name) if name == "lz4"),
+            "{error}"
+        );
+
+        let mut not_a_segment = metadata(12, 12, 1);
+        put_segment(&store, &mut not_a_segment, b"PK\x03\x04").await;
+        let error = refusal(&store, &not_a_segment).await;
+        assert!(
+            matches!(error, SegmentCheckError::Decode(DecodeError::MissingMagic)),
+            "{error}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "not a segment: the magic bytes are missing"
+        );
+    }
+
+    #[test]
+    fn a_segment_that_does_not_open_with_its_key_is_refused() {
+        let key = EncryptionKey::from_bytes([7; 32]);
+        let error = unseal(Some(&key), b"plain zstd bytes".to_vec()).expect_err("not sealed");
+        assert!(matches!(error, SegmentCheckError::Decrypt(_)), "{error}");
+        assert!(error.to_string().starts_with("cannot decrypt: "), "{error}");
+        assert_eq!(
+            unseal(None, b"plain".to_vec()).expect("plaintext"),
+            b"plain"
+        );
     }
 
     #[tokio::test]
@@ -462,6 +688,19 @@ mod tests {
         let error = decompress(&compressed, encoded.len() as u64 - 1)
             .await
             .expect_err("longer than announced");
-        assert!(error.contains("once decompressed"), "{error}");
+        assert!(
+            matches!(error, SegmentCheckError::DecompressedSize { actual, expected }
+                if actual == expected + 1 && expected == encoded.len() as u64 - 1),
+            "{error}"
+        );
+        assert!(error.to_string().contains("once decompressed"), "{error}");
+        let error = decompress(b"not zstd at all", 15)
+            .await
+            .expect_err("not zstd");
+        assert!(matches!(error, SegmentCheckError::Decompress(_)), "{error}");
+        assert!(
+            error.to_string().starts_with("cannot decompress: "),
+            "{error}"
+        );
     }
 }

@@ -541,9 +541,9 @@ impl Watcher {
                             )));
                         }
                         received = event.revision;
-                        buffer.push(&event, now).map_err(|reason| BackupError::Corrupt {
+                        buffer.push(&event, now).map_err(|error| BackupError::Corrupt {
                             location: endpoints.join(","),
-                            reason,
+                            reason: error.into(),
                         })?;
                     }
                     if buffer.is_full(self.options.max_segment_bytes) {
