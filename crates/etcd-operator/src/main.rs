@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use etcd_operator::member_guard;
+use etcd_operator::pod_programs::member_guard;
 use etcd_operator::reconcile::{self, ControllerConfig, Leadership};
 use etcd_operator::telemetry::{self, Health, Metrics};
 use tracing_subscriber::EnvFilter;
@@ -39,7 +39,7 @@ enum Command {
     MemberGuard(member_guard::MemberGuardArgs),
     /// Steps of the restore Pod around `etcdutl snapshot restore`, on the
     /// surviving member's volume (a restore into a new incarnation).
-    RestoreVolume(etcd_operator::restore_volume::RestoreVolumeArgs),
+    RestoreVolume(etcd_operator::pod_programs::restore::RestoreVolumeArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => report(run_controller(args)),
         Command::Crd => report(print_crd()),
-        Command::RestoreVolume(args) => match etcd_operator::restore_volume::run(&args) {
+        Command::RestoreVolume(args) => match etcd_operator::pod_programs::restore::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("{error}");

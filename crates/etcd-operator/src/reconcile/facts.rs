@@ -10,7 +10,7 @@ use crate::api::identity::{
     CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION,
     MemberIdentity, ORDINAL_LABEL, RELEASE_DATA_ANNOTATION, parse_id,
 };
-use crate::member_guard::{REFUSAL_EXIT_CODE, REFUSAL_PREFIX};
+use crate::pod_programs::member_guard::{REFUSAL_EXIT_CODE, REFUSAL_PREFIX};
 use crate::planner::{
     GuardRefusal, NodeState, PodPhase, PodState, PvcPhase, PvcState, RestorePodState, VolumeKind,
 };
@@ -422,14 +422,14 @@ mod tests {
 
     #[test]
     fn refusals_are_classified_by_what_they_say() {
-        let lost = crate::member_guard::Refusal::DataLost {
+        let lost = crate::pod_programs::member_guard::Refusal::DataLost {
             member_name: "demo-0".into(),
         };
         assert_eq!(
             classify_refusal(&lost.to_string()),
             GuardRefusal::DataMissing
         );
-        let unmarked = crate::member_guard::Refusal::DataWithoutMarker {
+        let unmarked = crate::pod_programs::member_guard::Refusal::DataWithoutMarker {
             member_name: "demo-0".into(),
         };
         assert_eq!(

@@ -24,11 +24,11 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::ResourceExt;
 
-use super::names::{MemberAddressing, member_name};
 use super::objects::{DATA_MOUNT, ETCD_BINARY, GUARD_BINARY, GUARD_DIR, data_volume};
+use crate::addressing::{MemberAddressing, member_name, restore_pod_name};
 use crate::api::identity::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
 use crate::api::{BackupSource, EtcdCluster, version};
-use crate::restore_volume::{REVISION_BUMP, RestoreLayout};
+use crate::pod_programs::restore::{REVISION_BUMP, RestoreLayout};
 
 /// Where the restore Pod mounts the backup destination's credentials Secret.
 pub const CREDENTIALS_MOUNT: &str = "/var/run/backup-credentials";
@@ -38,11 +38,6 @@ pub const ENCRYPTION_MOUNT: &str = "/var/run/backup-encryption";
 
 /// The label telling the restore Pod apart from member Pods.
 pub const ROLE_LABEL: &str = "durable-etcd.io/role";
-
-/// Name of the restore Pod of a cluster.
-pub fn restore_pod_name(cluster: &str) -> String {
-    format!("{cluster}-restore")
-}
 
 /// The restore Pod for the target member `ordinal` and the new
 /// incarnation `token`: from that member's own db, or from `backup`. It

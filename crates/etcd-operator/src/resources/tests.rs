@@ -136,7 +136,7 @@ fn guard_arguments_are_understood_by_the_guard() {
     }
     #[derive(clap::Subcommand)]
     enum Command {
-        MemberGuard(crate::member_guard::MemberGuardArgs),
+        MemberGuard(crate::pod_programs::member_guard::MemberGuardArgs),
     }
     let parse = |identity: &MemberIdentity| {
         let args = guard_args("demo-2", identity, false);

@@ -19,7 +19,7 @@
 //! The revision bump comes after the replay, when the last container of
 //! the Pod restores `restore-<token>.db` with `etcdutl snapshot restore
 //! --bump-revision --mark-compacted` (see
-//! [`crate::restore_volume::REVISION_BUMP`]): the old cluster may have
+//! [`crate::pod_programs::restore::REVISION_BUMP`]): the old cluster may have
 //! served every revision after the restored one, and the bump must clear
 //! the last of them, not the full backup's.
 
@@ -33,7 +33,7 @@ use crate::backup::{
     BackupError, BackupMetadata, BackupStore, Credentials, EncryptionKey, download_backup,
     list_backups, newest_backup,
 };
-use crate::restore_volume::{RestoreLayout, RestoreVolumeArgs};
+use crate::pod_programs::restore::{RestoreLayout, RestoreVolumeArgs};
 
 /// Why a backup step failed; each `Display` is one line.
 #[derive(Debug, thiserror::Error)]
@@ -74,11 +74,11 @@ pub enum RestoreBackupError {
         source: serde_json::Error,
     },
     #[error("installing the operator binary: {0}")]
-    Install(#[from] crate::member_guard::MemberGuardError),
+    Install(#[from] crate::pod_programs::member_guard::MemberGuardError),
     #[error("replay: {0}")]
     Replay(String),
     #[error("replay: {0}")]
-    Loopback(#[from] crate::restore_replay::LoopbackError),
+    Loopback(#[from] crate::pod_programs::restore::loopback::LoopbackError),
     #[error("the encryption key in {path} is unusable: {reason}")]
     Key { path: PathBuf, reason: String },
 }
@@ -213,7 +213,7 @@ async fn fetch_backup(
     std::fs::write(&temporary, json).map_err(io("writing", &temporary))?;
     std::fs::rename(&temporary, &layout.plan).map_err(io("renaming into", &layout.plan))?;
     if let Some(target) = &args.install_to {
-        crate::member_guard::install_self(target)?;
+        crate::pod_programs::member_guard::install_self(target)?;
     }
     Ok(plan)
 }
@@ -300,7 +300,7 @@ pub fn replay(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), Re
         .build()
         .map_err(io("starting the runtime for", &layout.staging))?;
     let key = read_key(args.encryption_key_file.as_deref())?;
-    let revision = runtime.block_on(crate::restore_replay::replay_on_loopback(
+    let revision = runtime.block_on(crate::pod_programs::restore::loopback::replay_on_loopback(
         &args.etcd_binary,
         &args.member_name,
         layout,

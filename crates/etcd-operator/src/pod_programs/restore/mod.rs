@@ -17,7 +17,7 @@
 //!   `restore-<token>.db`;
 //!
 //! from a backup, `fetch-backup` and `replay` (see
-//! [`crate::restore_backup`]) end with the same `restore-<token>.db`. Then:
+//! [`crate::pod_programs::restore::backup`]) end with the same `restore-<token>.db`. Then:
 //!
 //! - `etcdutl snapshot restore restore-<token>.db --bump-revision
 //!   <REVISION_BUMP> --mark-compacted` (hash checked) writes the new
@@ -30,8 +30,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::member_guard::{MARKER_FILE_NAME, MemberMarker, write_marker_file};
+use crate::pod_programs::member_guard::{MARKER_FILE_NAME, MemberMarker, write_marker_file};
 
+pub mod backup;
+pub mod loopback;
 pub mod wal;
 
 /// How far every restore moves the revision past the one it restores
@@ -128,15 +130,15 @@ pub enum RestoreVolumeError {
     #[error("restore-volume: the survivor's WAL: {0}")]
     Wal(#[from] wal::WalError),
     #[error("restore-volume: replaying the survivor's WAL: {0}")]
-    Loopback(#[from] crate::restore_replay::LoopbackError),
+    Loopback(#[from] crate::pod_programs::restore::loopback::LoopbackError),
     #[error("restore-volume: installing the operator binary: {0}")]
-    Install(crate::member_guard::MemberGuardError),
+    Install(crate::pod_programs::member_guard::MemberGuardError),
     #[error("restore-volume: etcdutl left no restored data dir at {0}")]
     NothingRestored(PathBuf),
     #[error("restore-volume: writing the identity marker: {0}")]
-    Marker(#[from] crate::member_guard::MemberGuardError),
+    Marker(#[from] crate::pod_programs::member_guard::MemberGuardError),
     #[error("restore-volume: {0}")]
-    Backup(#[from] crate::restore_backup::RestoreBackupError),
+    Backup(#[from] crate::pod_programs::restore::backup::RestoreBackupError),
 }
 
 /// The paths of a restore on one volume.
@@ -198,8 +200,8 @@ pub fn run(args: &RestoreVolumeArgs) -> Result<(), RestoreVolumeError> {
         RestoreStep::Prepare => prepare(&layout, args.install_to.as_deref()),
         RestoreStep::ApplyWal => apply_wal(args, &layout),
         RestoreStep::Finish => finish(&layout, &args.volume, &args.token, &args.member_name),
-        RestoreStep::FetchBackup => Ok(crate::restore_backup::fetch(args, &layout)?),
-        RestoreStep::Replay => Ok(crate::restore_backup::replay(args, &layout)?),
+        RestoreStep::FetchBackup => Ok(crate::pod_programs::restore::backup::fetch(args, &layout)?),
+        RestoreStep::Replay => Ok(crate::pod_programs::restore::backup::replay(args, &layout)?),
     }
 }
 
@@ -252,7 +254,7 @@ fn prepare(layout: &RestoreLayout, install_to: Option<&Path>) -> Result<(), Rest
         );
     }
     if let Some(target) = install_to {
-        crate::member_guard::install_self(target).map_err(RestoreVolumeError::Install)?;
+        crate::pod_programs::member_guard::install_self(target).map_err(RestoreVolumeError::Install)?;
     }
     Ok(())
 }
@@ -283,7 +285,7 @@ fn apply_wal(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), Res
         .enable_all()
         .build()
         .map_err(io("starting the runtime for", &layout.survivor_copy))?;
-    let revision = runtime.block_on(crate::restore_replay::apply_survivor_wal(
+    let revision = runtime.block_on(crate::pod_programs::restore::loopback::apply_survivor_wal(
         &args.etcd_binary,
         &args.member_name,
         layout,

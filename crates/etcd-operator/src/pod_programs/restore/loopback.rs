@@ -27,8 +27,8 @@ use tokio::process::{Child, Command};
 
 use crate::backup::incremental::replay::LeaseKeeper;
 use crate::backup::{BackupStore, EncryptionKey, SnapshotVerifier};
-use crate::restore_backup::{FetchPlan, RestoreBackupError};
-use crate::restore_volume::RestoreLayout;
+use crate::pod_programs::restore::backup::{FetchPlan, RestoreBackupError};
+use crate::pod_programs::restore::RestoreLayout;
 
 /// Largest replay transaction etcd accepts (one source revision).
 const MAX_REQUEST_BYTES: u64 = 256 * 1024 * 1024;
