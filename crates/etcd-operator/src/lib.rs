@@ -6,6 +6,7 @@ pub mod backup;
 pub mod controller_kit;
 pub mod etcd;
 pub mod planner;
+pub mod pod_contract;
 pub mod pod_programs;
 pub mod reconcile;
 pub mod resources;

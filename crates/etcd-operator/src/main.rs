@@ -1,5 +1,6 @@
-//! `etcd-operator`: the controller (`run`), the CRD printer (`crd`) and the
-//! init container of every etcd pod (`member-guard`).
+//! `etcd-operator`: the controller (`run`), the CRD printer (`crd`), and
+//! the programs it runs inside member and restore Pods (`member-guard`,
+//! `restore-volume`; see `etcd_operator::pod_programs`).
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
@@ -7,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use etcd_operator::pod_programs::member_guard;
+use etcd_operator::pod_programs::{self, member_guard, restore};
 use etcd_operator::reconcile::{self, ControllerConfig, Leadership};
 use etcd_operator::telemetry::{self, Health, Metrics};
 use tracing_subscriber::EnvFilter;
@@ -39,7 +40,7 @@ enum Command {
     MemberGuard(member_guard::MemberGuardArgs),
     /// Steps of the restore Pod around `etcdutl snapshot restore`, on the
     /// surviving member's volume (a restore into a new incarnation).
-    RestoreVolume(etcd_operator::pod_programs::restore::RestoreVolumeArgs),
+    RestoreVolume(restore::RestoreVolumeArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -83,25 +84,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => report(run_controller(args)),
         Command::Crd => report(print_crd()),
-        Command::RestoreVolume(args) => match etcd_operator::pod_programs::restore::run(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("{error}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::MemberGuard(args) => match member_guard::run(args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                // One line: it becomes the pod's termination message.
-                eprintln!("{error}");
-                if error.is_refusal() {
-                    ExitCode::from(member_guard::REFUSAL_EXIT_CODE)
-                } else {
-                    ExitCode::FAILURE
-                }
-            }
-        },
+        Command::RestoreVolume(args) => pod_programs::run_restore_step(&args),
+        Command::MemberGuard(args) => pod_programs::run_member_guard(args),
     }
 }
 

@@ -22,7 +22,7 @@ use etcd_operator::backup::incremental::{IncrementalOptions, fixed_endpoints, sp
 use etcd_operator::backup::{BackupStore, SnapshotOptions, take_backup};
 use etcd_operator::resources::MemberAddressing;
 use etcd_operator::resources::restore::restore_pod;
-use etcd_operator::pod_programs::restore::REVISION_BUMP;
+use etcd_operator::pod_contract::REVISION_BUMP;
 
 use backup_support::EtcdCluster as SourceCluster;
 use restore_support::{

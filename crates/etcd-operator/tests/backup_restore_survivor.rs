@@ -17,7 +17,7 @@ use etcd_client::GetOptions;
 use etcd_operator::api::{EtcdCluster, EtcdClusterSpec};
 use etcd_operator::resources::MemberAddressing;
 use etcd_operator::resources::restore::restore_pod;
-use etcd_operator::pod_programs::restore::REVISION_BUMP;
+use etcd_operator::pod_contract::REVISION_BUMP;
 
 use restore_support::{
     assert_compacted_read, assert_compacted_watch, assert_keys, copy_tree, db_revision, run_pod,

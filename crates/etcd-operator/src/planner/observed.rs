@@ -8,6 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::api::identity::MemberIdentity;
 use crate::api::{EtcdClusterSpec, EtcdClusterStatus};
 use crate::etcd::ObservedEtcd;
+use crate::pod_contract::Refusal;
 
 /// One observation of a cluster, the only input of [`super::plan`].
 #[derive(Clone, Debug)]
@@ -159,25 +160,28 @@ pub enum PodPhase {
     Unknown,
 }
 
-/// Why the `member-guard` refused to start etcd on a data dir. Each of these
-/// means the data in the PVC is not (or no longer) this member's.
+/// Why the `member-guard` refused to start etcd on a data dir, as its
+/// report says. Whatever the kind, the data in the PVC is not (or no
+/// longer) this member's.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GuardRefusal {
-    /// The marker names another member or cluster.
-    ForeignMarker(String),
-    /// The data dir holds data but no marker.
-    MissingMarker,
-    /// The member's data was expected but the data dir is empty (wiped).
-    DataMissing,
+pub struct GuardRefusal {
+    /// The kind of refusal; `None` when the guard's report could not be
+    /// read (another version, a guard from before reports, no message):
+    /// the refusal stands on its exit code, and `detail` says what is known.
+    pub kind: Option<Refusal>,
+    /// The guard's own words.
+    pub detail: String,
 }
 
 impl GuardRefusal {
     /// A short explanation for status and events.
     pub fn describe(&self) -> String {
-        match self {
-            Self::ForeignMarker(detail) => format!("data dir belongs to another member: {detail}"),
-            Self::MissingMarker => "data dir has no identity marker".to_string(),
-            Self::DataMissing => "data dir is empty (wiped)".to_string(),
+        match self.kind {
+            Some(kind @ (Refusal::DataLost | Refusal::DataWithoutMarker)) => {
+                kind.summary().to_string()
+            }
+            Some(kind) => format!("{}: {}", kind.summary(), self.detail),
+            None => self.detail.clone(),
         }
     }
 }

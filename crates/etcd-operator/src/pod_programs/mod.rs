@@ -1,5 +1,55 @@
-//! The programs the operator's binary runs inside the Pods it creates:
-//! the member guard of every member Pod and the steps of the restore Pod.
+//! The programs the operator's binary runs inside the Pods it creates, as
+//! subcommands of `etcd-operator`:
+//!
+//! - [`member_guard`] (`member-guard`): the init container of every member
+//!   Pod, and the start of its etcd container; refuses to start etcd on
+//!   data that is not the member's (durability rule 1);
+//! - [`restore`] (`restore-volume <step>`): the steps of the restore Pod,
+//!   which restore a survivor's data or a backup into a new incarnation on
+//!   one member's volume.
+//!
+//! What the operator needs from them — their command lines, where the
+//! restore keeps its files, the report each ends with — is the contract
+//! in [`crate::pod_contract`]; nothing here is read by the operator's
+//! controller. Beside the programs: the [`identity_marker`] both write,
+//! [`install`]ing this binary for a container of the etcd image,
+//! [`file_error`] for I/O errors and [`termination`] for the report.
 
+pub mod file_error;
+pub mod identity_marker;
+pub mod install;
 pub mod member_guard;
 pub mod restore;
+pub mod termination;
+
+use std::process::ExitCode;
+
+use crate::pod_contract::REFUSAL_EXIT_CODE;
+
+/// Runs `member-guard`: returns success when etcd may start (or, with a
+/// command to exec, never returns then); otherwise leaves the report and
+/// returns [`REFUSAL_EXIT_CODE`] for a refusal, failure for anything else.
+pub fn run_member_guard(args: member_guard::MemberGuardArgs) -> ExitCode {
+    match member_guard::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            termination::leave(&error.report());
+            if error.is_refusal() {
+                ExitCode::from(REFUSAL_EXIT_CODE)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// Runs one step of `restore-volume`; a failed step leaves its report.
+pub fn run_restore_step(args: &restore::RestoreVolumeArgs) -> ExitCode {
+    match restore::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            termination::leave(&error.report());
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -10,9 +10,11 @@ use crate::api::identity::{
     CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION,
     MemberIdentity, ORDINAL_LABEL, RELEASE_DATA_ANNOTATION, parse_id,
 };
-use crate::pod_programs::member_guard::{REFUSAL_EXIT_CODE, REFUSAL_PREFIX};
 use crate::planner::{
     GuardRefusal, NodeState, PodPhase, PodState, PvcPhase, PvcState, RestorePodState, VolumeKind,
+};
+use crate::pod_contract::{
+    LEGACY_REFUSAL_PREFIX, Outcome, Program, REFUSAL_EXIT_CODE, Reading, Report,
 };
 
 /// The taint by which a person confirms a node is shut down.
@@ -62,18 +64,19 @@ pub fn pinned_node(volume: &PersistentVolume) -> Option<String> {
         .and_then(|e| e.values.as_ref()?.first().cloned())
 }
 
-/// The one-line refusal of the member guard, if its last run exited with
-/// the refusal code (empty when the runtime gave no termination message).
-/// A guard that has since passed (its current run exited 0) refuses nothing.
-/// The guard runs twice per Pod: as the init container, and before every
-/// start of etcd in the etcd container (whose refusal carries the
-/// [`REFUSAL_PREFIX`], told apart from etcd's own exits).
-pub fn guard_refusal(pod: &Pod, refusal_exit_code: i32) -> Option<String> {
-    init_guard_refusal(pod, refusal_exit_code)
-        .or_else(|| etcd_guard_refusal(pod, refusal_exit_code))
+/// The refusal of the member guard, if its last run exited with
+/// [`REFUSAL_EXIT_CODE`], as its report says. A guard that has since
+/// passed (its current run exited 0) refuses nothing. The guard runs twice
+/// per Pod: as the init container, and before every start of etcd in the
+/// etcd container (whose message must be the guard's, told apart from
+/// etcd's own exits).
+pub fn guard_refusal(pod: &Pod) -> Option<GuardRefusal> {
+    init_guard_refusal(pod)
+        .or_else(|| etcd_guard_refusal(pod))
+        .map(refusal_of)
 }
 
-fn init_guard_refusal(pod: &Pod, refusal_exit_code: i32) -> Option<String> {
+fn init_guard_refusal(pod: &Pod) -> Option<Reading> {
     let statuses = pod.status.as_ref()?.init_container_statuses.as_ref()?;
     let guard = statuses.iter().find(|s| s.name == MEMBER_GUARD_CONTAINER)?;
     let current = guard.state.as_ref().and_then(|s| s.terminated.as_ref());
@@ -84,11 +87,11 @@ fn init_guard_refusal(pod: &Pod, refusal_exit_code: i32) -> Option<String> {
         .into_iter()
         .flatten()
         .filter_map(|s| s.terminated.as_ref())
-        .find(|t| t.exit_code == refusal_exit_code)
-        .map(|t| t.message.clone().unwrap_or_default().trim().to_owned())
+        .find(|t| t.exit_code == i32::from(REFUSAL_EXIT_CODE))
+        .map(|t| Reading::of_termination_message(t.message.as_deref().unwrap_or_default()))
 }
 
-fn etcd_guard_refusal(pod: &Pod, refusal_exit_code: i32) -> Option<String> {
+fn etcd_guard_refusal(pod: &Pod) -> Option<Reading> {
     let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
     let etcd = statuses.iter().find(|s| s.name == ETCD_CONTAINER)?;
     if etcd.state.as_ref().is_some_and(|s| s.running.is_some()) {
@@ -98,32 +101,37 @@ fn etcd_guard_refusal(pod: &Pod, refusal_exit_code: i32) -> Option<String> {
         .into_iter()
         .flatten()
         .filter_map(|s| s.terminated.as_ref())
-        .filter(|t| t.exit_code == refusal_exit_code)
-        .map(|t| {
-            t.message
-                .as_deref()
-                .and_then(|m| m.trim().lines().last())
-                .unwrap_or_default()
-                .trim()
-                .to_owned()
-        })
+        .filter(|t| t.exit_code == i32::from(REFUSAL_EXIT_CODE))
+        .map(|t| Reading::of_termination_message(t.message.as_deref().unwrap_or_default()))
         // Without a termination message (a runtime that gives none), the
         // refusal code alone: etcd itself never exits with it.
-        .find(|m| m.is_empty() || m.starts_with(REFUSAL_PREFIX))
+        .find(|reading| *reading == Reading::Empty || reading.is_from(Program::MemberGuard))
 }
 
-/// What a refusal line of the member guard says about the data.
-pub fn classify_refusal(message: &str) -> GuardRefusal {
-    if message.contains("data is lost") {
-        GuardRefusal::DataMissing
-    } else if message.contains("without an identity marker") {
-        GuardRefusal::MissingMarker
-    } else if message.is_empty() {
-        GuardRefusal::ForeignMarker(format!(
+/// What a refusal of the member guard says, from the reading of its
+/// termination message (the refusal code is already known).
+fn refusal_of(reading: Reading) -> GuardRefusal {
+    let unread = |detail: String| GuardRefusal { kind: None, detail };
+    match reading {
+        Reading::Report(Report {
+            outcome: Outcome::Refused(kind),
+            detail,
+            ..
+        }) => GuardRefusal {
+            kind: Some(kind),
+            detail,
+        },
+        Reading::Report(report) => unread(report.text_line()),
+        Reading::Unrecognised(report) => unread(report.to_string()),
+        // A guard from before reports: its own words.
+        Reading::Text(line) => unread(
+            line.strip_prefix(LEGACY_REFUSAL_PREFIX)
+                .map_or(line.as_str(), str::trim)
+                .to_owned(),
+        ),
+        Reading::Empty => unread(format!(
             "exit code {REFUSAL_EXIT_CODE} without a termination message"
-        ))
-    } else {
-        GuardRefusal::ForeignMarker(message.to_owned())
+        )),
     }
 }
 
@@ -215,8 +223,7 @@ pub fn pod_state(pod: &Pod) -> PodState {
         ready,
         deleting: pod.metadata.deletion_timestamp.is_some(),
         node: spec.and_then(|s| s.node_name.clone()),
-        guard_refusal: guard_refusal(pod, i32::from(REFUSAL_EXIT_CODE))
-            .map(|message| classify_refusal(&message)),
+        guard_refusal: guard_refusal(pod),
         version: spec
             .and_then(|s| s.containers.iter().find(|c| c.name == "etcd"))
             .and_then(|c| c.image.as_deref())
@@ -244,8 +251,8 @@ pub fn restore_pod_state(pod: &Pod) -> RestorePodState {
                 })
                 .filter_map(|c| c.state.as_ref()?.terminated.as_ref())
                 .filter(|t| t.exit_code != 0)
-                .filter_map(|t| t.message.clone())
-                .map(|m| m.trim().lines().last().unwrap_or_default().to_owned())
+                .filter_map(|t| t.message.as_deref())
+                .map(|message| Reading::of_termination_message(message).text())
                 .next()
                 .unwrap_or_else(|| "no termination message".to_owned());
             RestorePodState::Failed(message)
@@ -333,32 +340,80 @@ mod tests {
         assert_eq!(pinned_node(&PersistentVolume::default()), None);
     }
 
-    #[test]
-    fn finds_the_guard_refusal_in_the_last_state() {
-        let pod = Pod {
+    fn terminated(code: i32, message: Option<&str>) -> ContainerState {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                message: message.map(str::to_owned),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn guard_pod(state: Option<ContainerState>, last_state: ContainerState) -> Pod {
+        Pod {
             status: Some(PodStatus {
                 init_container_statuses: Some(vec![ContainerStatus {
                     name: MEMBER_GUARD_CONTAINER.into(),
-                    last_state: Some(ContainerState {
-                        terminated: Some(ContainerStateTerminated {
-                            exit_code: 2,
-                            message: Some("member-guard refused: foreign data\n".into()),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
+                    state,
+                    last_state: Some(last_state),
                     ..Default::default()
                 }]),
                 ..Default::default()
             }),
             ..Default::default()
-        };
+        }
+    }
+
+    fn report(refusal: crate::pod_contract::Refusal, detail: &str) -> String {
+        Report::new(Program::MemberGuard, Outcome::Refused(refusal), detail).termination_message()
+    }
+
+    #[test]
+    fn reads_the_kind_of_refusal_from_the_guards_report() {
+        use crate::pod_contract::Refusal;
+        for refusal in Refusal::ALL {
+            let message = report(refusal, "what the guard saw");
+            let pod = guard_pod(None, terminated(3, Some(&message)));
+            assert_eq!(
+                guard_refusal(&pod),
+                Some(GuardRefusal {
+                    kind: Some(refusal),
+                    detail: "what the guard saw".into()
+                })
+            );
+        }
+        // Another exit code is no refusal.
+        let message = report(Refusal::DataLost, "x");
         assert_eq!(
-            guard_refusal(&pod, 2).as_deref(),
-            Some("member-guard refused: foreign data")
+            guard_refusal(&guard_pod(None, terminated(1, Some(&message)))),
+            None
         );
-        assert_eq!(guard_refusal(&pod, 1), None);
-        assert_eq!(guard_refusal(&Pod::default(), 2), None);
+        assert_eq!(guard_refusal(&Pod::default()), None);
+    }
+
+    #[test]
+    fn a_refusal_without_a_readable_report_stands_on_its_exit_code() {
+        let refusal =
+            |message: Option<&str>| guard_refusal(&guard_pod(None, terminated(3, message)));
+        // A guard from before reports.
+        assert_eq!(
+            refusal(Some("member-guard refused: foreign data\n")),
+            Some(GuardRefusal {
+                kind: None,
+                detail: "foreign data".into()
+            })
+        );
+        // A guard of a newer version.
+        let newer = r#"{"version":2,"program":"member-guard","outcome":"refused","refusal":"data-lost","detail":"gone"}"#;
+        let read = refusal(Some(newer)).expect("a refusal");
+        assert_eq!(read.kind, None);
+        assert!(read.describe().contains("version 2") && read.describe().ends_with("gone"));
+        // No message at all.
+        let read = refusal(None).expect("a refusal");
+        assert_eq!(read.kind, None);
+        assert!(read.detail.contains("without a termination message"));
     }
 
     #[test]
@@ -371,75 +426,76 @@ mod tests {
                         running: Some(Default::default()),
                         ..Default::default()
                     }),
-                    last_state: Some(ContainerState {
-                        terminated: Some(ContainerStateTerminated {
-                            exit_code: 3,
-                            message: Some(message.into()),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
+                    last_state: Some(terminated(3, Some(message))),
                     ..Default::default()
                 }]),
                 ..Default::default()
             }),
             ..Default::default()
         };
-        let refused = "member-guard refused: data dir is empty: its data is lost\n";
-        assert_eq!(
-            guard_refusal(&etcd(refused, false), 3).as_deref(),
-            Some(refused.trim())
+        // The log tail of the container holds etcd's earlier runs first.
+        let refused = format!(
+            "{{\"level\":\"info\",\"msg\":\"serving\"}}\n{}",
+            report(
+                crate::pod_contract::Refusal::DataLost,
+                "data dir is empty: its data is lost"
+            )
         );
-        // etcd itself exiting with the same code is no refusal.
-        assert_eq!(guard_refusal(&etcd("panic: raft", false), 3), None);
+        assert_eq!(
+            guard_refusal(&etcd(&refused, false)).and_then(|r| r.kind),
+            Some(crate::pod_contract::Refusal::DataLost)
+        );
+        // A guard from before reports.
+        let old = "member-guard refused: data dir is empty: its data is lost\n";
+        assert!(guard_refusal(&etcd(old, false)).is_some());
+        // etcd itself exiting with the same code is no refusal, nor is a
+        // report of another program.
+        assert_eq!(guard_refusal(&etcd("panic: raft", false)), None);
+        let restore = Report::new(Program::RestoreVolume, Outcome::Failed, "x");
+        assert_eq!(
+            guard_refusal(&etcd(&restore.termination_message(), false)),
+            None
+        );
         // Running again: a later start passed the guard.
-        assert_eq!(guard_refusal(&etcd(refused, true), 3), None);
+        assert_eq!(guard_refusal(&etcd(&refused, true)), None);
     }
 
     #[test]
     fn a_guard_that_passed_since_refuses_nothing() {
-        let terminated = |code| ContainerState {
-            terminated: Some(ContainerStateTerminated {
-                exit_code: code,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let pod = Pod {
+        let pod = guard_pod(Some(terminated(0, None)), terminated(3, None));
+        assert_eq!(guard_refusal(&pod), None);
+    }
+
+    #[test]
+    fn a_failed_restore_pod_says_what_its_step_reported() {
+        let failed = |message: &str| Pod {
             status: Some(PodStatus {
+                phase: Some("Failed".into()),
                 init_container_statuses: Some(vec![ContainerStatus {
-                    name: MEMBER_GUARD_CONTAINER.into(),
-                    state: Some(terminated(0)),
-                    last_state: Some(terminated(3)),
+                    name: "fetch-backup".into(),
+                    state: Some(terminated(1, Some(message))),
                     ..Default::default()
                 }]),
                 ..Default::default()
             }),
             ..Default::default()
         };
-        assert_eq!(guard_refusal(&pod, 3), None);
-    }
-
-    #[test]
-    fn refusals_are_classified_by_what_they_say() {
-        let lost = crate::pod_programs::member_guard::Refusal::DataLost {
-            member_name: "demo-0".into(),
-        };
-        assert_eq!(
-            classify_refusal(&lost.to_string()),
-            GuardRefusal::DataMissing
+        let report = Report::new(
+            Program::RestoreVolume,
+            Outcome::Failed,
+            "the backup is corrupt: sha256 mismatch",
         );
-        let unmarked = crate::pod_programs::member_guard::Refusal::DataWithoutMarker {
-            member_name: "demo-0".into(),
-        };
         assert_eq!(
-            classify_refusal(&unmarked.to_string()),
-            GuardRefusal::MissingMarker
+            restore_pod_state(&failed(&report.termination_message())),
+            RestorePodState::Failed(
+                "restore-volume failed: the backup is corrupt: sha256 mismatch".into()
+            )
         );
-        assert!(matches!(
-            classify_refusal(""),
-            GuardRefusal::ForeignMarker(_)
-        ));
+        // etcdutl writes no report: its last line.
+        assert_eq!(
+            restore_pod_state(&failed("starting\nError: snapshot file has wrong hash\n")),
+            RestorePodState::Failed("Error: snapshot file has wrong hash".into())
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ use crate::api::identity::{
 };
 use crate::api::{EtcdCluster, MemberPodTemplate, version};
 use crate::planner::Bootstrap;
+use crate::pod_contract::TERMINATION_MESSAGE_POLICY;
 
 /// Where the member's volume is mounted.
 pub const DATA_MOUNT: &str = "/var/lib/etcd";
@@ -388,9 +389,9 @@ pub fn member_pod_with(
         image: Some(operator_image.to_string()),
         command: Some(vec!["/usr/local/bin/etcd-operator".to_string()]),
         args: Some(init_args),
-        // A refusal is one line on stderr: real kubelets turn it into the
-        // termination message the operator reads.
-        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        // The guard's report: in the termination message file, or the tail
+        // of the log for a runtime without one.
+        termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.to_string()),
         volume_mounts: Some(vec![data_mount.clone(), guard_mount.clone()]),
         security_context: Some(container_security.clone()),
         ..Container::default()
@@ -400,7 +401,7 @@ pub fn member_pod_with(
         image: Some(version::image(&cluster.spec.version)),
         command: Some(vec![GUARD_BINARY.to_string()]),
         args: Some(etcd_command),
-        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.to_string()),
         ports: Some(vec![
             ContainerPort {
                 name: Some("client".to_string()),

@@ -1,6 +1,8 @@
 //! The restore Pod: restores the survivor's data (or a backup) into a new
-//! incarnation on one member's volume (see `planner::restore` and
-//! `restore_volume`). Every step can run again:
+//! incarnation on one member's volume (see `planner::restore`, and the
+//! `restore-volume` steps of the operator's binary, whose command lines and
+//! files come from `pod_contract::restore_volume`). Every step can run
+//! again:
 //!
 //! - from a survivor: `restore-volume prepare` (operator image: copy the
 //!   survivor's data dir, WAL included, and install the operator binary for
@@ -28,7 +30,8 @@ use super::objects::{DATA_MOUNT, ETCD_BINARY, GUARD_BINARY, GUARD_DIR, data_volu
 use crate::addressing::{MemberAddressing, member_name, restore_pod_name};
 use crate::api::identity::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
 use crate::api::{BackupSource, EtcdCluster, version};
-use crate::pod_programs::restore::{REVISION_BUMP, RestoreLayout};
+use crate::pod_contract::restore_volume::{flag, flags};
+use crate::pod_contract::{REVISION_BUMP, RestoreLayout, RestoreStep, TERMINATION_MESSAGE_POLICY};
 
 /// Where the restore Pod mounts the backup destination's credentials Secret.
 pub const CREDENTIALS_MOUNT: &str = "/var/run/backup-credentials";
@@ -73,21 +76,13 @@ pub fn restore_pod(
         read_only: Some(true),
         ..VolumeMount::default()
     };
-    let step_args = |step: &str| {
-        vec![
-            "restore-volume".to_string(),
-            step.to_string(),
-            format!("--volume={DATA_MOUNT}"),
-            format!("--token={token}"),
-            format!("--member-name={member}"),
-        ]
-    };
-    let step = |step: &str| Container {
-        name: step.to_string(),
+    let step_args = |step: RestoreStep| step.args(std::path::Path::new(DATA_MOUNT), token, &member);
+    let step = |step: RestoreStep| Container {
+        name: step.name().to_string(),
         image: Some(operator_image.to_string()),
         command: Some(vec!["/usr/local/bin/etcd-operator".to_string()]),
         args: Some(step_args(step)),
-        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.to_string()),
         volume_mounts: Some(vec![mount.clone()]),
         security_context: Some(security.clone()),
         ..Container::default()
@@ -116,7 +111,7 @@ pub fn restore_pod(
                 image: Some(version::image(&cluster.spec.version)),
                 command: Some(vec!["/usr/local/bin/etcdutl".to_string()]),
                 args: Some(args),
-                termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+                termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.to_string()),
                 volume_mounts: Some(vec![mount.clone()]),
                 security_context: Some(security.clone()),
                 ..Container::default()
@@ -124,18 +119,18 @@ pub fn restore_pod(
         };
     // A step of this binary in the etcd image (installed by the step
     // before it), which runs etcd on loopback on a scratch data dir.
-    let etcd_step = |step: &str, extra: Vec<String>, extra_mounts: Vec<VolumeMount>| {
+    let etcd_step = |step: RestoreStep, extra: Vec<String>, extra_mounts: Vec<VolumeMount>| {
         let mut args = step_args(step);
-        args.push(format!("--etcd-binary={ETCD_BINARY}"));
+        args.push(flag(flags::ETCD_BINARY, ETCD_BINARY));
         args.extend(extra);
         let mut mounts = vec![mount.clone(), tools_mount.clone()];
         mounts.extend(extra_mounts);
         Container {
-            name: step.to_string(),
+            name: step.name().to_string(),
             image: Some(version::image(&cluster.spec.version)),
             command: Some(vec![GUARD_BINARY.to_string()]),
             args: Some(args),
-            termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+            termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.to_string()),
             volume_mounts: Some(mounts),
             security_context: Some(security.clone()),
             ..Container::default()
@@ -152,33 +147,37 @@ pub fn restore_pod(
     ];
     let init_containers = match &backup {
         None => {
-            let mut prepare = step("prepare");
+            let mut prepare = step(RestoreStep::Prepare);
             prepare
                 .args
                 .get_or_insert_with(Vec::new)
-                .push(format!("--install-to={GUARD_BINARY}"));
+                .push(flag(flags::INSTALL_TO, GUARD_BINARY));
             prepare
                 .volume_mounts
                 .get_or_insert_with(Vec::new)
                 .push(tools_mount.clone());
-            vec![prepare, etcd_step("apply-wal", vec![], vec![]), restore]
+            vec![
+                prepare,
+                etcd_step(RestoreStep::ApplyWal, vec![], vec![]),
+                restore,
+            ]
         }
         Some(source) => {
             let own_namespace = cluster.namespace().unwrap_or_else(|| "default".to_string());
             let (namespace, backed_up) = source.folder_of(&own_namespace, &name);
-            let mut fetch = step("fetch-backup");
+            let mut fetch = step(RestoreStep::FetchBackup);
             let args = fetch.args.get_or_insert_with(Vec::new);
-            args.push(format!(
-                "--source={}",
-                serde_json::to_string(source).unwrap_or_default()
+            args.push(flag(
+                flags::SOURCE,
+                serde_json::to_string(source).unwrap_or_default(),
             ));
-            args.push(format!("--backup-namespace={namespace}"));
-            args.push(format!("--backup-cluster={backed_up}"));
-            args.push(format!("--install-to={GUARD_BINARY}"));
+            args.push(flag(flags::BACKUP_NAMESPACE, namespace));
+            args.push(flag(flags::BACKUP_CLUSTER, backed_up));
+            args.push(flag(flags::INSTALL_TO, GUARD_BINARY));
             let mounts = fetch.volume_mounts.get_or_insert_with(Vec::new);
             mounts.push(tools_mount.clone());
             if let Some(secret) = source.destination.credentials_secret() {
-                args.push(format!("--credentials-dir={CREDENTIALS_MOUNT}"));
+                args.push(flag(flags::CREDENTIALS_DIR, CREDENTIALS_MOUNT));
                 mounts.push(credentials_mount.clone());
                 volumes.push(Volume {
                     name: "credentials".to_string(),
@@ -192,9 +191,9 @@ pub fn restore_pod(
             // Both the fetch and the replay step read sealed objects.
             let key_file = source.destination.encryption.as_ref().map(|encryption| {
                 (
-                    format!(
-                        "--encryption-key-file={ENCRYPTION_MOUNT}/{}",
-                        encryption.key
+                    flag(
+                        flags::ENCRYPTION_KEY_FILE,
+                        format!("{ENCRYPTION_MOUNT}/{}", encryption.key),
                     ),
                     VolumeMount {
                         name: "encryption".to_string(),
@@ -225,7 +224,7 @@ pub fn restore_pod(
             vec![
                 fetch,
                 etcdutl("restore-backup", &layout.backup_db, &layout.base, false),
-                etcd_step("replay", replay_args, replay_mounts),
+                etcd_step(RestoreStep::Replay, replay_args, replay_mounts),
                 restore,
             ]
         }
@@ -246,7 +245,7 @@ pub fn restore_pod(
         spec: Some(PodSpec {
             restart_policy: Some("Never".to_string()),
             init_containers: Some(init_containers),
-            containers: vec![step("finish")],
+            containers: vec![step(RestoreStep::Finish)],
             volumes: Some(volumes),
             security_context: Some(super::pod_security_context(template)),
             node_selector: (!template.node_selector.is_empty())

@@ -12,8 +12,17 @@ use crate::planner::{
     Action, Bootstrap, Children, GuardRefusal, NodeState, Observed, OrdinalObjects, Plan, PodPhase,
     PodState, PvcPhase, PvcState, VolumeKind, plan, quorum,
 };
+use crate::pod_contract::Refusal;
 
 pub const CLUSTER: &str = "demo";
+
+/// The member guard's refusal of an emptied data dir.
+fn data_lost() -> GuardRefusal {
+    GuardRefusal {
+        kind: Some(Refusal::DataLost),
+        detail: "data dir is empty but the marker says etcd ran here: its data is lost".into(),
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct SimNode {
@@ -405,7 +414,10 @@ impl Sim {
                 } else {
                     (
                         false,
-                        Some(GuardRefusal::ForeignMarker(format!("member {d:x}"))),
+                        Some(GuardRefusal {
+                            kind: Some(Refusal::ForeignMember),
+                            detail: format!("member {d:x}"),
+                        }),
                         Some(d),
                     )
                 }
@@ -433,7 +445,7 @@ impl Sim {
                         m.started = true;
                         (true, None, Some(m.id))
                     }
-                    Some(_) => (false, Some(GuardRefusal::DataMissing), None),
+                    Some(_) => (false, Some(data_lost()), None),
                     None => (false, None, None),
                 }
             }
@@ -451,7 +463,7 @@ impl Sim {
                         m.started = true;
                         (true, None, Some(m.id))
                     }
-                    Some(_) => (false, Some(GuardRefusal::DataMissing), None),
+                    Some(_) => (false, Some(data_lost()), None),
                     None => (false, None, None),
                 }
             }

@@ -1,5 +1,5 @@
 //! A throwaway etcd on loopback only, on a scratch data dir of the restore
-//! Pod, and the two restore steps that use one:
+//! Pod, for the two restore steps that use one:
 //!
 //! - `restore-volume apply-wal`: etcd started with `--force-new-cluster` on
 //!   the *copy* of the survivor's data dir replays the survivor's WAL (the
@@ -18,20 +18,13 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use object_store::local::LocalFileSystem;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
-use crate::backup::incremental::replay::LeaseKeeper;
-use crate::backup::{BackupStore, EncryptionKey, SnapshotVerifier};
-use crate::pod_programs::restore::backup::{FetchPlan, RestoreBackupError};
-use crate::pod_programs::restore::RestoreLayout;
-
-/// Largest replay transaction etcd accepts (one source revision).
-const MAX_REQUEST_BYTES: u64 = 256 * 1024 * 1024;
+use crate::backup::SnapshotVerifier;
+use crate::pod_programs::file_error::{FileError, io};
 
 /// How long etcd may take to serve a data dir (a large WAL to replay).
 const START_TIMEOUT: Duration = Duration::from_secs(300);
@@ -49,11 +42,6 @@ const SNAPSHOT_MESSAGE_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum LoopbackError {
     #[error("no free loopback port: {0}")]
     Port(std::io::Error),
-    #[error("starting {binary}: {source}")]
-    Spawn {
-        binary: PathBuf,
-        source: std::io::Error,
-    },
     #[error("etcd exited on {data_dir} ({status})")]
     Exited {
         data_dir: PathBuf,
@@ -72,6 +60,8 @@ pub enum LoopbackError {
     },
     #[error("the snapshot of {data_dir} is unusable: {reason}")]
     Snapshot { data_dir: PathBuf, reason: String },
+    #[error("the snapshot of {data_dir} is unusable: no data for {waited:?}")]
+    SnapshotStalled { data_dir: PathBuf, waited: Duration },
     #[error(
         "the snapshot of {data_dir} holds revision {before}, but etcd moved to {after} while it was taken"
     )]
@@ -80,12 +70,8 @@ pub enum LoopbackError {
         before: i64,
         after: i64,
     },
-    #[error("{action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
 }
 
 /// One etcd process serving a scratch data dir on loopback only; killed
@@ -141,11 +127,7 @@ impl LoopbackEtcd {
                 command.env(name, &nowhere);
             }
         }
-        let child = command.spawn().map_err(|source| LoopbackError::Spawn {
-            binary: etcd_binary.to_path_buf(),
-            source,
-        })?;
-        let mut child = child;
+        let mut child = command.spawn().map_err(io("starting", etcd_binary))?;
         let client = match connect(&client_url, &mut child, data_dir).await {
             Ok(client) => client,
             Err(error) => {
@@ -198,9 +180,9 @@ impl LoopbackEtcd {
         loop {
             let message = tokio::time::timeout(SNAPSHOT_MESSAGE_TIMEOUT, stream.message())
                 .await
-                .map_err(|_| LoopbackError::Snapshot {
+                .map_err(|_| LoopbackError::SnapshotStalled {
                     data_dir: self.data_dir.clone(),
-                    reason: format!("no data for {SNAPSHOT_MESSAGE_TIMEOUT:?}"),
+                    waited: SNAPSHOT_MESSAGE_TIMEOUT,
                 })?
                 .map_err(|e| self.request("read the snapshot stream", e))?;
             let Some(message) = message else { break };
@@ -211,9 +193,9 @@ impl LoopbackEtcd {
         }
         verifier
             .finish()
-            .map_err(|reason| LoopbackError::Snapshot {
+            .map_err(|error| LoopbackError::Snapshot {
                 data_dir: self.data_dir.clone(),
-                reason,
+                reason: error.to_string(),
             })?;
         file.sync_all().await.map_err(io("syncing", &temporary))?;
         drop(file);
@@ -243,119 +225,6 @@ impl LoopbackEtcd {
             message: error.to_string(),
         }
     }
-}
-
-/// `restore-volume apply-wal`: the survivor's WAL replayed by etcd on the
-/// copy of its data dir, whose snapshot becomes the restore's source;
-/// returns the revision it holds. The copy is removed afterwards.
-pub async fn apply_survivor_wal(
-    etcd_binary: &Path,
-    member_name: &str,
-    layout: &RestoreLayout,
-) -> Result<i64, LoopbackError> {
-    let etcd = LoopbackEtcd::start(
-        etcd_binary,
-        member_name,
-        &layout.survivor_copy,
-        &["--force-new-cluster".to_string()],
-        true,
-    )
-    .await?;
-    // Leases the survivor held must not expire while nobody can reach
-    // this etcd to keep them alive: their keys belong to the restore.
-    let mut client = etcd.client();
-    let leases = LeaseKeeper::start(&mut client).await;
-    let result = match leases {
-        Ok(leases) => {
-            let result = etcd.snapshot_to(&layout.source_db).await;
-            leases.stop();
-            result
-        }
-        Err(error) => Err(LoopbackError::Request {
-            data_dir: layout.survivor_copy.clone(),
-            what: "keep the leases alive",
-            message: error.to_string(),
-        }),
-    };
-    etcd.stop().await;
-    let revision = result?;
-    std::fs::remove_dir_all(&layout.survivor_copy)
-        .map_err(io("removing", &layout.survivor_copy))?;
-    Ok(revision)
-}
-
-/// `restore-volume replay`: replays the segments of `plan` on the data dir
-/// restored from the full backup, then writes its snapshot as the
-/// restore's source; returns the revision it holds.
-pub async fn replay_on_loopback(
-    etcd_binary: &Path,
-    member_name: &str,
-    layout: &RestoreLayout,
-    plan: &FetchPlan,
-    key: Option<EncryptionKey>,
-) -> Result<i64, RestoreBackupError> {
-    // The data dir already holds its membership (written by etcdutl with
-    // the member's real peer URL, no other member); the loopback URLs only
-    // say where this temporary server listens.
-    let etcd = LoopbackEtcd::start(
-        etcd_binary,
-        member_name,
-        &layout.base,
-        &[
-            // One transaction per source revision: a lease revoked in the
-            // source deleted all its keys in one revision.
-            "--max-txn-ops=1000000".to_string(),
-            format!("--max-request-bytes={MAX_REQUEST_BYTES}"),
-        ],
-        false,
-    )
-    .await?;
-    let result = replay_against(&etcd, layout, plan, key).await;
-    let snapshot = match result {
-        Ok(replayed) => etcd
-            .snapshot_to(&layout.source_db)
-            .await
-            .map_err(RestoreBackupError::from)
-            .and_then(|held| {
-                if held == replayed {
-                    Ok(held)
-                } else {
-                    Err(RestoreBackupError::Replay(format!(
-                        "the replay reached revision {replayed} but the snapshot holds {held}"
-                    )))
-                }
-            }),
-        Err(error) => Err(error),
-    };
-    etcd.stop().await;
-    snapshot
-}
-
-async fn replay_against(
-    etcd: &LoopbackEtcd,
-    layout: &RestoreLayout,
-    plan: &FetchPlan,
-    key: Option<EncryptionKey>,
-) -> Result<i64, RestoreBackupError> {
-    let failed = |what: String| RestoreBackupError::Replay(what);
-    let mut client = etcd.client();
-    let local = LocalFileSystem::new_with_prefix(&layout.segments)
-        .map_err(|e| failed(format!("opening {}: {e}", layout.segments.display())))?;
-    let store = BackupStore::from_parts(
-        Arc::new(local),
-        object_store::path::Path::from(""),
-        format!("file://{}", layout.segments.display()),
-    )
-    .with_encryption(key);
-    let chain = crate::backup::incremental::segment_chain(&store, &plan.base).await?;
-    let outcome = crate::backup::incremental::replay_segments(
-        &store,
-        &chain,
-        Some(plan.target_revision),
-        &mut client,
-    )
-    .await?;
-    Ok(outcome.revision)
 }
 
 /// A client once etcd answers; fails early when etcd exits.
@@ -410,13 +279,4 @@ fn free_loopback_port() -> Result<u16, LoopbackError> {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .map_err(LoopbackError::Port)
-}
-
-fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LoopbackError {
-    let path = path.to_path_buf();
-    move |source| LoopbackError::Io {
-        action,
-        path,
-        source,
-    }
 }

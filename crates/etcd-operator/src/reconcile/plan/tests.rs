@@ -152,7 +152,7 @@ fn reads_every_planner_field_from_the_objects() {
     assert!(!pod1.ready);
     assert!(matches!(
         pod1.guard_refusal,
-        Some(GuardRefusal::ForeignMarker(_))
+        Some(GuardRefusal { kind: None, .. })
     ));
     assert!(o.node_deleted("gone-node"));
     assert!(!o.nodes["n3"].ready);

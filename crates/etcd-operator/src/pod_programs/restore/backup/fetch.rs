@@ -1,0 +1,159 @@
+//! `fetch-backup`: the full backup chosen, checked within reach of the
+//! wanted revision, downloaded and verified with its incremental segments,
+//! and the choice recorded for `replay`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::{FetchPlan, RestoreBackupError, read_key};
+use crate::api::BackupSource;
+use crate::backup::{
+    BackupMetadata, BackupStore, Credentials, download_backup, list_backups, newest_backup,
+};
+use crate::pod_programs::file_error::io;
+use crate::pod_programs::install::install_self;
+use crate::pod_programs::restore::{RestoreLayout, RestoreVolumeArgs};
+
+/// `restore-volume fetch-backup`.
+pub fn fetch(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), RestoreBackupError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io("starting the runtime for", &layout.source_db))?;
+    let plan = runtime.block_on(fetch_backup(args, layout))?;
+    println!(
+        "fetched backup {} of cluster {} (revision {}, {} incremental segments, restoring up to revision {}) from {}",
+        plan.backup,
+        plan.cluster_id,
+        plan.base_revision,
+        plan.segments,
+        plan.target_revision,
+        plan.location
+    );
+    Ok(())
+}
+
+async fn fetch_backup(
+    args: &RestoreVolumeArgs,
+    layout: &RestoreLayout,
+) -> Result<FetchPlan, RestoreBackupError> {
+    let source: BackupSource = serde_json::from_str(
+        args.source
+            .as_deref()
+            .ok_or(RestoreBackupError::MissingArgument("--source"))?,
+    )
+    .map_err(RestoreBackupError::Source)?;
+    let namespace = args
+        .backup_namespace
+        .as_deref()
+        .ok_or(RestoreBackupError::MissingArgument("--backup-namespace"))?;
+    let cluster = args
+        .backup_cluster
+        .as_deref()
+        .ok_or(RestoreBackupError::MissingArgument("--backup-cluster"))?;
+    let credentials = match &args.credentials_dir {
+        Some(dir) => read_credentials(dir)?,
+        None => Credentials::new(),
+    };
+    let key = read_key(args.encryption_key_file.as_deref())?;
+    let store = BackupStore::open(&source.destination, namespace, cluster, &credentials)?
+        .with_encryption(key);
+    let base = choose_backup(&store, source.backup_name.as_deref()).await?;
+    let name = base_name(&base);
+    let target = source.revision.unwrap_or(i64::MAX);
+    if target < base.revision {
+        return Err(RestoreBackupError::RevisionBeforeBackup {
+            wanted: target,
+            backup: name,
+            base: base.revision,
+        });
+    }
+    if layout.segments.exists() {
+        std::fs::remove_dir_all(&layout.segments).map_err(io("removing", &layout.segments))?;
+    }
+    let fetched =
+        crate::backup::incremental::fetch_segments(&store, &base, &layout.segments).await?;
+    if let Some(gap) = &fetched.gap {
+        println!(
+            "the incremental segments of {name} stop at revision {}: {}",
+            fetched.last_revision, gap.message
+        );
+    }
+    let reach = fetched.last_revision.max(base.revision);
+    if source.revision.is_some_and(|wanted| wanted > reach) {
+        return Err(RestoreBackupError::RevisionBeyondBackup {
+            wanted: target,
+            backup: name,
+            reach,
+        });
+    }
+
+    for stale in [&layout.staging, &layout.base] {
+        if stale.exists() {
+            std::fs::remove_dir_all(stale).map_err(io("removing", stale))?;
+        }
+    }
+    if layout.source_db.exists() {
+        std::fs::remove_file(&layout.source_db).map_err(io("removing", &layout.source_db))?;
+    }
+    download_backup(&store, &base, &layout.backup_db).await?;
+    let plan = FetchPlan {
+        location: store.url(&store.path(&base.object)),
+        backup: name,
+        cluster_id: base.cluster_id.clone(),
+        base_revision: base.revision,
+        target_revision: target.min(reach),
+        segments: fetched.segments,
+        base: base.clone(),
+    };
+    let json = serde_json::to_vec_pretty(&plan).map_err(|source| RestoreBackupError::Plan {
+        path: layout.plan.clone(),
+        source,
+    })?;
+    let temporary = layout.plan.with_extension("tmp");
+    std::fs::write(&temporary, json).map_err(io("writing", &temporary))?;
+    std::fs::rename(&temporary, &layout.plan).map_err(io("renaming into", &layout.plan))?;
+    if let Some(target) = &args.install_to {
+        install_self(target).map_err(RestoreBackupError::Install)?;
+    }
+    Ok(plan)
+}
+
+/// The named full backup, else the newest.
+async fn choose_backup(
+    store: &BackupStore,
+    name: Option<&str>,
+) -> Result<BackupMetadata, RestoreBackupError> {
+    let Some(name) = name else {
+        return Ok(newest_backup(store).await?);
+    };
+    list_backups(store)
+        .await?
+        .into_iter()
+        .find(|b| base_name(b) == name)
+        .ok_or_else(|| RestoreBackupError::NoSuchBackup {
+            name: name.to_string(),
+            folder: store.url(store.folder()),
+        })
+}
+
+fn base_name(backup: &BackupMetadata) -> String {
+    // `full-<time>-r<revision>`, also for encrypted (`.db.zst.enc`) objects.
+    backup.name()
+}
+
+/// A mounted Secret: one file per key (dot-files are the kubelet's own).
+fn read_credentials(dir: &Path) -> Result<Credentials, RestoreBackupError> {
+    let mut credentials = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).map_err(io("reading", dir))? {
+        let entry = entry.map_err(io("reading", dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if name.starts_with('.') || !path.is_file() {
+            continue;
+        }
+        let value = std::fs::read_to_string(&path).map_err(io("reading", &path))?;
+        credentials.insert(name, value.trim_end_matches('\n').to_string());
+    }
+    Ok(credentials)
+}

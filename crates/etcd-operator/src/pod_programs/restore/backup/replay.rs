@@ -1,0 +1,136 @@
+//! `replay`: the fetched incremental segments replayed on the data dir
+//! restored from the full backup, by an etcd on loopback, and its snapshot
+//! written as the restore's source; with no segment to replay, the full
+//! backup itself is that snapshot.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use object_store::local::LocalFileSystem;
+
+use super::{FetchPlan, RestoreBackupError, read_key};
+use crate::backup::{BackupStore, EncryptionKey};
+use crate::pod_programs::file_error::io;
+use crate::pod_programs::restore::loopback::LoopbackEtcd;
+use crate::pod_programs::restore::{RestoreLayout, RestoreVolumeArgs};
+
+/// Largest replay transaction etcd accepts (one source revision).
+const MAX_REQUEST_BYTES: u64 = 256 * 1024 * 1024;
+
+/// `restore-volume replay`.
+pub fn replay(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), RestoreBackupError> {
+    let bytes = std::fs::read(&layout.plan).map_err(io("reading", &layout.plan))?;
+    let plan: FetchPlan =
+        serde_json::from_slice(&bytes).map_err(|source| RestoreBackupError::Plan {
+            path: layout.plan.clone(),
+            source,
+        })?;
+    if plan.segments == 0 || plan.target_revision <= plan.base_revision {
+        // The full backup is the snapshot to restore (its hash is checked
+        // again by etcdutl).
+        let temporary = layout.source_db.with_extension("part");
+        std::fs::copy(&layout.backup_db, &temporary).map_err(io("copying to", &temporary))?;
+        std::fs::File::open(&temporary)
+            .and_then(|f| f.sync_all())
+            .map_err(io("syncing", &temporary))?;
+        std::fs::rename(&temporary, &layout.source_db)
+            .map_err(io("renaming into", &layout.source_db))?;
+        println!(
+            "no incremental segment to replay: the restore holds revision {} of backup {}",
+            plan.base_revision, plan.backup
+        );
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io("starting the runtime for", &layout.staging))?;
+    let key = read_key(args.encryption_key_file.as_deref())?;
+    let revision = runtime.block_on(replay_on_loopback(
+        &args.etcd_binary,
+        &args.member_name,
+        layout,
+        &plan,
+        key,
+    ))?;
+    println!(
+        "replayed {} incremental segments of backup {}: the restore holds revision {revision} (before the revision bump)",
+        plan.segments, plan.backup
+    );
+    Ok(())
+}
+
+/// Replays the segments of `plan` on the data dir
+/// restored from the full backup, then writes its snapshot as the
+/// restore's source; returns the revision it holds.
+async fn replay_on_loopback(
+    etcd_binary: &Path,
+    member_name: &str,
+    layout: &RestoreLayout,
+    plan: &FetchPlan,
+    key: Option<EncryptionKey>,
+) -> Result<i64, RestoreBackupError> {
+    // The data dir already holds its membership (written by etcdutl with
+    // the member's real peer URL, no other member); the loopback URLs only
+    // say where this temporary server listens.
+    let etcd = LoopbackEtcd::start(
+        etcd_binary,
+        member_name,
+        &layout.base,
+        &[
+            // One transaction per source revision: a lease revoked in the
+            // source deleted all its keys in one revision.
+            "--max-txn-ops=1000000".to_string(),
+            format!("--max-request-bytes={MAX_REQUEST_BYTES}"),
+        ],
+        false,
+    )
+    .await?;
+    let result = replay_against(&etcd, layout, plan, key).await;
+    let snapshot = match result {
+        Ok(replayed) => etcd
+            .snapshot_to(&layout.source_db)
+            .await
+            .map_err(RestoreBackupError::from)
+            .and_then(|held| {
+                if held == replayed {
+                    Ok(held)
+                } else {
+                    Err(RestoreBackupError::SnapshotMismatch { replayed, held })
+                }
+            }),
+        Err(error) => Err(error),
+    };
+    etcd.stop().await;
+    snapshot
+}
+
+async fn replay_against(
+    etcd: &LoopbackEtcd,
+    layout: &RestoreLayout,
+    plan: &FetchPlan,
+    key: Option<EncryptionKey>,
+) -> Result<i64, RestoreBackupError> {
+    let mut client = etcd.client();
+    let local = LocalFileSystem::new_with_prefix(&layout.segments).map_err(|source| {
+        RestoreBackupError::Segments {
+            path: layout.segments.clone(),
+            source,
+        }
+    })?;
+    let store = BackupStore::from_parts(
+        Arc::new(local),
+        object_store::path::Path::from(""),
+        format!("file://{}", layout.segments.display()),
+    )
+    .with_encryption(key);
+    let chain = crate::backup::incremental::segment_chain(&store, &plan.base).await?;
+    let outcome = crate::backup::incremental::replay_segments(
+        &store,
+        &chain,
+        Some(plan.target_revision),
+        &mut client,
+    )
+    .await?;
+    Ok(outcome.revision)
+}
