@@ -131,9 +131,29 @@ impl MemberAddressing {
     }
 }
 
+/// Formats a member or cluster ID the way etcd and etcdctl print it
+/// (lower-case hex, no prefix).
+pub fn format_id(id: u64) -> String {
+    format!("{id:x}")
+}
+
+/// Parses a member or cluster ID printed in hex, with or without `0x`.
+pub fn parse_id(text: &str) -> Option<u64> {
+    let text = text.trim();
+    u64::from_str_radix(text.strip_prefix("0x").unwrap_or(text), 16).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_are_hex_with_or_without_0x() {
+        assert_eq!(format_id(0x8e9e05c52164694d), "8e9e05c52164694d");
+        assert_eq!(parse_id("8e9e05c52164694d"), Some(0x8e9e05c52164694d));
+        assert_eq!(parse_id("0x8e9e05c52164694d"), Some(0x8e9e05c52164694d));
+        assert_eq!(parse_id("not-hex"), None);
+    }
 
     #[test]
     fn names_follow_the_ordinal() {
@@ -166,16 +186,4 @@ mod tests {
             "demo-0=http://demo-0.demo-peer.prod.svc.cluster.local:2380,demo-1=http://demo-1.demo-peer.prod.svc.cluster.local:2380"
         );
     }
-}
-
-/// Formats a member or cluster ID the way etcd and etcdctl print it
-/// (lower-case hex, no prefix).
-pub fn format_id(id: u64) -> String {
-    format!("{id:x}")
-}
-
-/// Parses a member or cluster ID printed in hex, with or without `0x`.
-pub fn parse_id(text: &str) -> Option<u64> {
-    let text = text.trim();
-    u64::from_str_radix(text.strip_prefix("0x").unwrap_or(text), 16).ok()
 }

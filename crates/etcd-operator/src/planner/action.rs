@@ -45,8 +45,11 @@ pub enum ActionEvent {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ActionRow {
     /// PascalCase and stable: status `lastOperation.type`, the Event's
-    /// reason and action, the `action` label of the actions metric.
+    /// action, the `action` label of the actions metric.
     pub name: &'static str,
+    /// What happened, PascalCase: the reason of the Event published once
+    /// the action is taken.
+    pub reason: &'static str,
     /// The Event the action publishes when it is taken.
     pub event: ActionEvent,
     /// Whether it changes etcd's membership.
@@ -82,30 +85,50 @@ impl ActionKind {
     /// it publishes.
     pub const fn row(self) -> ActionRow {
         use ActionEvent::{Normal, Quiet, Warning};
-        let (name, event, changes_membership) = match self {
-            Self::CreatePeerService => ("CreatePeerService", Normal, false),
-            Self::CreateClientService => ("CreateClientService", Normal, false),
-            Self::ApplyPodDisruptionBudget => ("ApplyPodDisruptionBudget", Normal, false),
-            Self::RestoreLabels => ("RestoreLabels", Normal, false),
-            Self::CreatePvc => ("CreatePvc", Normal, false),
-            Self::CreatePod => ("CreatePod", Normal, false),
-            Self::DeletePod => ("DeletePod", Normal, false),
-            Self::ForceDeletePod => ("ForceDeletePod", Warning, false),
-            Self::DeletePvc => ("DeletePvc", Warning, false),
-            Self::AnnotatePvcIdentity => ("AnnotatePvcIdentity", Normal, false),
-            Self::AddLearner => ("AddLearner", Normal, true),
-            Self::PromoteLearner => ("PromoteLearner", Normal, true),
-            Self::RemoveMember => ("RemoveMember", Warning, true),
-            Self::TransferLeadership => ("TransferLeadership", Normal, false),
-            Self::RestoreFromSurvivor => ("RestoreFromSurvivor", Warning, false),
-            Self::RestoreFromBackup => ("RestoreFromBackup", Normal, false),
-            Self::AdvanceRaftLog => ("AdvanceRaftLog", Quiet, false),
-            Self::RunRestore => ("RunRestore", Normal, false),
-            Self::DeleteRestorePod => ("DeleteRestorePod", Normal, false),
-            Self::AdoptRestoredVolume => ("AdoptRestoredVolume", Normal, false),
+        let (name, reason, event, changes_membership) = match self {
+            Self::CreatePeerService => ("CreatePeerService", "PeerServiceCreated", Normal, false),
+            Self::CreateClientService => {
+                ("CreateClientService", "ClientServiceCreated", Normal, false)
+            }
+            Self::ApplyPodDisruptionBudget => (
+                "ApplyPodDisruptionBudget",
+                "DisruptionBudgetApplied",
+                Normal,
+                false,
+            ),
+            Self::RestoreLabels => ("RestoreLabels", "LabelsRestored", Normal, false),
+            Self::CreatePvc => ("CreatePvc", "VolumeClaimCreated", Normal, false),
+            Self::CreatePod => ("CreatePod", "PodCreated", Normal, false),
+            Self::DeletePod => ("DeletePod", "PodDeleted", Normal, false),
+            Self::ForceDeletePod => ("ForceDeletePod", "PodForceDeleted", Warning, false),
+            Self::DeletePvc => ("DeletePvc", "VolumeClaimDeleted", Warning, false),
+            Self::AnnotatePvcIdentity => ("AnnotatePvcIdentity", "IdentityRecorded", Normal, false),
+            Self::AddLearner => ("AddLearner", "LearnerAdded", Normal, true),
+            Self::PromoteLearner => ("PromoteLearner", "LearnerPromoted", Normal, true),
+            Self::RemoveMember => ("RemoveMember", "MemberRemoved", Warning, true),
+            Self::TransferLeadership => ("TransferLeadership", "LeaderMoved", Normal, false),
+            Self::RestoreFromSurvivor => (
+                "RestoreFromSurvivor",
+                "RestoreFromSurvivorStarted",
+                Warning,
+                false,
+            ),
+            Self::RestoreFromBackup => (
+                "RestoreFromBackup",
+                "RestoreFromBackupStarted",
+                Normal,
+                false,
+            ),
+            Self::AdvanceRaftLog => ("AdvanceRaftLog", "RaftLogAdvanced", Quiet, false),
+            Self::RunRestore => ("RunRestore", "RestorePodStarted", Normal, false),
+            Self::DeleteRestorePod => ("DeleteRestorePod", "RestorePodDeleted", Normal, false),
+            Self::AdoptRestoredVolume => {
+                ("AdoptRestoredVolume", "VolumeClaimAdopted", Normal, false)
+            }
         };
         ActionRow {
             name,
+            reason,
             event,
             changes_membership,
         }
@@ -114,6 +137,11 @@ impl ActionKind {
     /// The kind's stable name.
     pub const fn name(self) -> &'static str {
         self.row().name
+    }
+
+    /// The reason of the Event the kind publishes when taken.
+    pub const fn reason(self) -> &'static str {
+        self.row().reason
     }
 
     /// What the kind publishes when taken.
@@ -494,9 +522,11 @@ mod table_tests {
     use super::*;
 
     #[test]
-    fn every_kind_has_its_own_name_and_is_listed_once() {
+    fn every_kind_has_its_own_name_and_reason_and_is_listed_once() {
         let names: BTreeSet<&str> = ActionKind::ALL.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), ActionKind::ALL.len());
+        let reasons: BTreeSet<&str> = ActionKind::ALL.iter().map(|k| k.reason()).collect();
+        assert_eq!(reasons.len(), ActionKind::ALL.len());
         let kinds: BTreeSet<ActionKind> = ActionKind::ALL.into_iter().collect();
         assert_eq!(kinds.len(), ActionKind::ALL.len());
     }

@@ -116,7 +116,7 @@ fn events(
         if let Some(type_) = type_ {
             events.push(PlannedEvent {
                 type_,
-                reason: action.kind().to_string(),
+                reason: action.kind().reason().to_string(),
                 message: action.describe(&observed.name),
             });
         }

@@ -3,16 +3,18 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::decide::{Context, Step, SurvivorChoice, Waiting};
+use super::context::Context;
 use super::evidence::pod_trouble;
 use super::membership::{KnownMember, Source};
+use super::step::{Step, Waiting};
+use super::survivor::SurvivorChoice;
+use crate::addressing::{member_name, pvc_name};
 use crate::api::identity::format_id;
 use crate::api::{
     ConditionType, EtcdClusterStatus, LastOperation, MemberRole, MemberStatus, OperationState,
     Phase, RestoreStatus, version,
 };
 use crate::controller_kit::conditions;
-use crate::resources::names::{member_name, pvc_name};
 
 /// Computes the status of a pass.
 pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
@@ -152,7 +154,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
     let kept_after_scale_down = |m: &MemberStatus| {
         m.role.is_none()
             && m.pod.is_none()
-            && crate::resources::names::ordinal_of_member(&o.name, &m.name)
+            && crate::addressing::ordinal_of_member(&o.name, &m.name)
                 .is_some_and(|ordinal| ordinal >= cx.replicas)
     };
     let degraded: Vec<String> = members

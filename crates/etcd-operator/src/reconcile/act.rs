@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use super::FIELD_MANAGER;
 use super::error::ActError;
 use crate::api::identity::{CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION};
-use crate::etcd::{ConnectSettings, EtcdAdmin, MemberId, format_id};
+use crate::etcd::{ConnectSettings, EtcdAdmin, EtcdError, MemberId, format_id};
 
 /// A child object to apply.
 #[derive(Debug, Clone)]
@@ -136,24 +136,16 @@ pub enum Step {
     },
 }
 
-/// What a successful step changed, for the Event and the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Done {
-    /// Short PascalCase reason.
-    pub reason: &'static str,
-    /// One-line note.
-    pub note: String,
-}
-
 /// Executes `step` in `namespace`; `endpoints` are the client endpoints of
-/// the cluster for membership calls.
+/// the cluster for membership calls. Returns what changed, in one line, for
+/// the action's Event and the log.
 pub async fn execute(
     client: &Client,
     namespace: &str,
     endpoints: &[String],
     etcd_settings: ConnectSettings,
     step: &Step,
-) -> Result<Done, ActError> {
+) -> Result<String, ActError> {
     match step {
         Step::Apply(child) => {
             match child {
@@ -162,20 +154,20 @@ pub async fn execute(
                 Child::Service(o) => apply(client, namespace, o.as_ref()).await?,
                 Child::Pdb(o) => apply(client, namespace, o.as_ref()).await?,
             }
-            Ok(done(step))
+            Ok(note(step))
         }
         Step::DeletePod { name, uid, force } => {
             delete::<Pod>(client, namespace, name, uid.clone(), *force).await?;
-            Ok(done(step))
+            Ok(note(step))
         }
         Step::DeletePvc { name, uid } => {
             delete::<PersistentVolumeClaim>(client, namespace, name, uid.clone(), false).await?;
-            Ok(done(step))
+            Ok(note(step))
         }
         Step::AnnotatePvc { name, annotations } => {
             let patch = serde_json::json!({ "metadata": { "annotations": annotations } });
             merge_patch::<PersistentVolumeClaim>(client, namespace, name, &patch).await?;
-            Ok(done(step))
+            Ok(note(step))
         }
         Step::RestoreLabels { pvc, pod, labels } => {
             let patch = serde_json::json!({ "metadata": { "labels": labels } });
@@ -185,40 +177,29 @@ pub async fn execute(
             if let Some(name) = pod {
                 merge_patch::<Pod>(client, namespace, name, &patch).await?;
             }
-            Ok(done(step))
+            Ok(note(step))
         }
         Step::AddLearner { peer_urls, .. } => {
             let admin = admin(endpoints, etcd_settings, "add learner")?;
             let added = admin
                 .add_learner(peer_urls)
                 .await
-                .map_err(|source| ActError::Etcd {
-                    operation: "add learner",
-                    source,
-                })?;
-            let mut done = done(step);
-            done.note = format!("{} as {}", done.note, format_id(added.member.id));
-            Ok(done)
+                .map_err(etcd_failed("add learner"))?;
+            Ok(format!("{} as {}", note(step), format_id(added.member.id)))
         }
         Step::PromoteLearner { id, .. } => {
             admin(endpoints, etcd_settings, "promote learner")?
                 .promote_learner(*id)
                 .await
-                .map_err(|source| ActError::Etcd {
-                    operation: "promote learner",
-                    source,
-                })?;
-            Ok(done(step))
+                .map_err(etcd_failed("promote learner"))?;
+            Ok(note(step))
         }
         Step::RemoveMember { id, .. } => {
             admin(endpoints, etcd_settings, "remove member")?
                 .remove_member(*id)
                 .await
-                .map_err(|source| ActError::Etcd {
-                    operation: "remove member",
-                    source,
-                })?;
-            Ok(done(step))
+                .map_err(etcd_failed("remove member"))?;
+            Ok(note(step))
         }
         Step::ResetPvcIdentity { name, token } => {
             let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
@@ -234,135 +215,78 @@ pub async fn execute(
                     name: name.clone(),
                     source,
                 })?;
-            Ok(done(step))
+            Ok(note(step))
         }
-        Step::RecordRestore => Ok(done(step)),
+        Step::RecordRestore => Ok(note(step)),
         Step::AdvanceRaftLog { .. } => {
             admin(endpoints, etcd_settings, "append to the raft log")?
                 .append_log_entries()
                 .await
-                .map_err(|source| ActError::Etcd {
-                    operation: "append to the raft log",
-                    source,
-                })?;
-            Ok(done(step))
+                .map_err(etcd_failed("append to the raft log"))?;
+            Ok(note(step))
         }
         Step::MoveLeader { id, .. } => {
             admin(endpoints, etcd_settings, "move leader")?
                 .move_leader(*id)
                 .await
-                .map_err(|source| ActError::Etcd {
-                    operation: "move leader",
-                    source,
-                })?;
-            Ok(done(step))
+                .map_err(etcd_failed("move leader"))?;
+            Ok(note(step))
         }
     }
 }
 
-/// The Event reason and note of a step, before it runs.
-pub fn done(step: &Step) -> Done {
+/// What a step changes, in one line (its Event's note and the log).
+pub fn note(step: &Step) -> String {
     match step {
-        Step::Apply(child) => Done {
-            reason: match child {
-                Child::Pod(_) => "PodApplied",
-                Child::Pvc(_) => "VolumeClaimApplied",
-                Child::Service(_) => "ServiceApplied",
-                Child::Pdb(_) => "DisruptionBudgetApplied",
-            },
-            note: format!("applied {} {}", child.kind(), child.name()),
-        },
-        Step::DeletePod { name, force, .. } => Done {
-            reason: "PodDeleted",
-            note: if *force {
+        Step::Apply(child) => format!("applied {} {}", child.kind(), child.name()),
+        Step::DeletePod { name, force, .. } => {
+            if *force {
                 format!("deleted Pod {name} without grace period (its node is confirmed gone)")
             } else {
                 format!("deleted Pod {name}")
-            },
-        },
-        Step::AnnotatePvc { name, annotations } => Done {
-            reason: "VolumeClaimAnnotated",
-            note: format!(
-                "recorded {} on PersistentVolumeClaim {name}",
-                annotations
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        },
-        Step::RestoreLabels { pvc, pod, .. } => Done {
-            reason: "LabelsRestored",
-            note: format!(
-                "put the member labels back on {}",
-                pvc.iter()
-                    .map(|n| format!("PersistentVolumeClaim {n}"))
-                    .chain(pod.iter().map(|n| format!("Pod {n}")))
-                    .collect::<Vec<_>>()
-                    .join(" and ")
-            ),
-        },
-        Step::DeletePvc { name, .. } => Done {
-            reason: "VolumeClaimDeleted",
-            note: format!("deleted PersistentVolumeClaim {name}"),
-        },
-        Step::AddLearner { name, peer_urls } => Done {
-            reason: "LearnerAdded",
-            note: format!("added member {name} ({}) as a learner", peer_urls.join(",")),
-        },
-        Step::PromoteLearner { name, id } => Done {
-            reason: "LearnerPromoted",
-            note: format!("promoted learner {name} ({}) to voter", format_id(*id)),
-        },
-        Step::RemoveMember { name, id } => Done {
-            reason: "MemberRemoved",
-            note: format!(
-                "removed member {name} ({}) from the cluster",
-                format_id(*id)
-            ),
-        },
-        Step::AdvanceRaftLog { name } => Done {
-            reason: "RaftLogAdvanced",
-            note: format!(
-                "committed a lease grant and revoke so that learner {name} applies an entry after its snapshot"
-            ),
-        },
-        Step::MoveLeader { name, id } => Done {
-            reason: "LeaderMoved",
-            note: format!("moved leadership to {name} ({})", format_id(*id)),
-        },
-        Step::ResetPvcIdentity { name, token } => Done {
-            reason: "VolumeClaimAdopted",
-            note: format!("recorded incarnation {token} on PersistentVolumeClaim {name}"),
-        },
-        Step::RecordRestore => Done {
-            reason: "RestoreStarted",
-            note: "recorded the restore in status".to_string(),
-        },
+            }
+        }
+        Step::AnnotatePvc { name, annotations } => format!(
+            "recorded {} on PersistentVolumeClaim {name}",
+            annotations
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Step::RestoreLabels { pvc, pod, .. } => format!(
+            "put the member labels back on {}",
+            pvc.iter()
+                .map(|n| format!("PersistentVolumeClaim {n}"))
+                .chain(pod.iter().map(|n| format!("Pod {n}")))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+        Step::DeletePvc { name, .. } => format!("deleted PersistentVolumeClaim {name}"),
+        Step::AddLearner { name, peer_urls } => {
+            format!("added member {name} ({}) as a learner", peer_urls.join(","))
+        }
+        Step::PromoteLearner { name, id } => {
+            format!("promoted learner {name} ({}) to voter", format_id(*id))
+        }
+        Step::RemoveMember { name, id } => format!(
+            "removed member {name} ({}) from the cluster",
+            format_id(*id)
+        ),
+        Step::AdvanceRaftLog { name } => format!(
+            "committed a lease grant and revoke so that learner {name} applies an entry after its snapshot"
+        ),
+        Step::MoveLeader { name, id } => format!("moved leadership to {name} ({})", format_id(*id)),
+        Step::ResetPvcIdentity { name, token } => {
+            format!("recorded incarnation {token} on PersistentVolumeClaim {name}")
+        }
+        Step::RecordRestore => "recorded the restore in status".to_string(),
     }
 }
 
-/// The `action` field of the Event of a step (PascalCase, stable).
-pub fn action_name(step: &Step) -> &'static str {
-    match step {
-        Step::Apply(child) => match child {
-            Child::Pod(_) => "ApplyPod",
-            Child::Pvc(_) => "ApplyVolumeClaim",
-            Child::Service(_) => "ApplyService",
-            Child::Pdb(_) => "ApplyDisruptionBudget",
-        },
-        Step::DeletePod { .. } => "DeletePod",
-        Step::AnnotatePvc { .. } => "AnnotateVolumeClaim",
-        Step::DeletePvc { .. } => "DeleteVolumeClaim",
-        Step::AddLearner { .. } => "AddLearner",
-        Step::PromoteLearner { .. } => "PromoteLearner",
-        Step::RemoveMember { .. } => "RemoveMember",
-        Step::MoveLeader { .. } => "MoveLeader",
-        Step::AdvanceRaftLog { .. } => "AdvanceRaftLog",
-        Step::ResetPvcIdentity { .. } => "AdoptVolumeClaim",
-        Step::RecordRestore => "RecordRestore",
-        Step::RestoreLabels { .. } => "RestoreLabels",
-    }
+/// Maps an etcd failure of `operation` to the step's error.
+fn etcd_failed(operation: &'static str) -> impl FnOnce(EtcdError) -> ActError {
+    move |source| ActError::Etcd { operation, source }
 }
 
 fn admin(
@@ -471,7 +395,7 @@ mod tests {
     use kube::api::ObjectMeta;
 
     #[test]
-    fn every_step_names_its_event() {
+    fn every_step_says_what_it_changed() {
         let pod = Pod {
             metadata: ObjectMeta {
                 name: Some("main-0".into()),
@@ -480,25 +404,12 @@ mod tests {
             ..Default::default()
         };
         let step = Step::Apply(Child::Pod(Box::new(pod)));
-        assert_eq!(
-            done(&step),
-            Done {
-                reason: "PodApplied",
-                note: "applied Pod main-0".into()
-            }
-        );
-        assert_eq!(action_name(&step), "ApplyPod");
-
+        assert_eq!(note(&step), "applied Pod main-0");
         let step = Step::RemoveMember {
             name: "main-2".into(),
             id: 0xabc,
         };
-        assert_eq!(done(&step).reason, "MemberRemoved");
-        assert_eq!(
-            done(&step).note,
-            "removed member main-2 (abc) from the cluster"
-        );
-        assert_eq!(action_name(&step), "RemoveMember");
+        assert_eq!(note(&step), "removed member main-2 (abc) from the cluster");
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod pipeline;
 mod plan;
 pub(crate) mod status;
 
-pub use act::{Child, Done, Step};
+pub use act::{Child, Step};
 pub use context::{Context, ControllerConfig, DEFAULT_OPERATOR_IMAGE};
 pub use controller::{ControllerError, run};
 pub use error::{ActError, Category, ObserveError, ReconcileError, StatusError};

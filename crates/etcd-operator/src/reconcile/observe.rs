@@ -16,15 +16,15 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
-use crate::controller_kit::member_endpoints::pod_endpoints;
 use super::error::ObserveError;
-use crate::api::EtcdCluster;
-use crate::api::identity::{CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, ORDINAL_LABEL};
-use crate::etcd::{ConnectSettings, ObservedEtcd};
-use crate::planner::Children;
 use crate::addressing::{
     client_service_name, member_name, ordinal_of_member, pdb_name, peer_service_name, pvc_name,
 };
+use crate::api::EtcdCluster;
+use crate::api::identity::{CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, ORDINAL_LABEL};
+use crate::controller_kit::member_endpoints::pod_endpoints;
+use crate::etcd::{ConnectSettings, ObservedEtcd};
+use crate::planner::Children;
 
 pub use crate::addressing::CLIENT_PORT;
 

@@ -18,7 +18,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
 
-use super::act::{self, Done};
+use super::act;
 use super::context::Context;
 use super::error::{ActError, ObserveError, ReadError, ReconcileError};
 use super::node_index::ClusterKey;
@@ -27,6 +27,7 @@ use super::plan::{self, PassPlan, PlanEvent};
 use super::status;
 use crate::api::{EtcdCluster, LastOperation, OperationState};
 use crate::controller_kit::{events, unreadable};
+use crate::planner::ActionKind;
 use crate::telemetry::ClusterGauges;
 
 pub use fresh::cluster_resource;
@@ -103,7 +104,7 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
                     tracing::info!(
                         cluster = %name,
                         %namespace,
-                        action = act::action_name(step),
+                        action = plan.action.map_or("Step", ActionKind::name),
                         "{what} changed while the step was planned: planning again from the new object"
                     );
                     ctx.metrics.reconcile_failed("confirm", "conflict");
@@ -129,18 +130,24 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
                 step,
             )
             .await;
-            let action = act::action_name(step);
-            let result = result.map(|mut done| {
-                if let Some(description) = &plan.description {
-                    done.note = format!("{description}: {}", done.note);
-                }
-                done
+            let action = plan.action.map_or("Step", ActionKind::name);
+            let result = result.map(|note| match &plan.description {
+                Some(description) => format!("{description}: {note}"),
+                None => note,
             });
             match &result {
-                Ok(done) => {
+                Ok(note) => {
                     ctx.metrics.action_taken(action);
-                    tracing::info!(cluster = %name, %namespace, action, "{}", done.note);
-                    publish(ctx, &reference, step_event(action, done)).await;
+                    tracing::info!(cluster = %name, %namespace, action, "{note}");
+                    // The planner's Event of the action, with what the step
+                    // changed; none for a quiet kind.
+                    if let Some(event) = &plan.action_event {
+                        let event = PlanEvent {
+                            note: note.clone(),
+                            ..event.clone()
+                        };
+                        publish(ctx, &reference, to_kube_event(&event)).await;
+                    }
                 }
                 Err(error) => {
                     tracing::warn!(cluster = %name, %namespace, action, "{error}");
@@ -217,9 +224,9 @@ fn gauges(cluster: &EtcdCluster, etcd: &crate::etcd::ObservedEtcd) -> ClusterGau
     }
 }
 
-fn last_operation(action: &str, result: &Result<Done, ActError>) -> LastOperation {
+fn last_operation(action: &str, result: &Result<String, ActError>) -> LastOperation {
     let (description, state) = match result {
-        Ok(done) => (done.note.clone(), OperationState::Succeeded),
+        Ok(note) => (note.clone(), OperationState::Succeeded),
         Err(error) => (error.to_string(), OperationState::Failed),
     };
     LastOperation {
@@ -228,11 +235,6 @@ fn last_operation(action: &str, result: &Result<Done, ActError>) -> LastOperatio
         state,
         time: Time(Timestamp::now()),
     }
-}
-
-/// The Event of a step that succeeded.
-pub fn step_event(action: &str, done: &Done) -> Event {
-    events::normal(action, done.reason, &done.note)
 }
 
 /// The Event of a step that failed.
@@ -259,27 +261,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn step_events_are_normal_and_failures_warnings() {
-        let done = Done {
-            reason: "PodApplied",
-            note: "applied Pod main-0".into(),
-        };
-        let event = step_event("ApplyPod", &done);
-        assert_eq!(event.type_, EventType::Normal);
-        assert_eq!(event.reason, "PodApplied");
-        assert_eq!(event.action, "ApplyPod");
-
+    fn failures_are_warnings_named_after_the_action() {
         let error = ActError::Build {
             kind: "Pod",
             name: "main-0".into(),
             reason: "no token".into(),
         };
-        let event = failure_event("ApplyPod", &error);
+        let event = failure_event("CreatePod", &error);
         assert_eq!(event.type_, EventType::Warning);
-        assert_eq!(event.reason, "ApplyPodFailed");
+        assert_eq!(event.reason, "CreatePodFailed");
+        assert_eq!(event.action, "CreatePod");
         assert_eq!(
             event.note.as_deref(),
             Some("cannot build Pod main-0: no token")
         );
+    }
+
+    #[test]
+    fn planned_events_keep_their_type_reason_and_action() {
+        let event = to_kube_event(&PlanEvent {
+            warning: true,
+            reason: "MemberRemoved".into(),
+            note: "removing member abc: removed member main-2 (abc) from the cluster".into(),
+            action: "RemoveMember".into(),
+        });
+        assert_eq!(event.type_, EventType::Warning);
+        assert_eq!(event.reason, "MemberRemoved");
+        assert_eq!(event.action, "RemoveMember");
     }
 }

@@ -84,7 +84,7 @@ pub fn plan(
     let (action_events, events): (Vec<_>, Vec<_>) = planned
         .events
         .iter()
-        .partition(|e| action.is_some_and(|kind| e.reason == kind.name()));
+        .partition(|e| action.is_some_and(|kind| e.reason == kind.reason()));
     let action_event =
         action.and_then(|kind| action_events.first().map(|e| to_event(e, kind.name())));
     let events: Vec<PlanEvent> = events.into_iter().map(|e| to_event(e, "Observe")).collect();
