@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
-use crate::backup::SnapshotVerifier;
+use crate::backup::{SnapshotCheckError, SnapshotVerifier};
 use crate::pod_programs::file_error::{FileError, io};
 
 /// How long etcd may take to serve a data dir (a large WAL to replay).
@@ -58,8 +58,11 @@ pub enum LoopbackError {
         what: &'static str,
         message: String,
     },
-    #[error("the snapshot of {data_dir} is unusable: {reason}")]
-    Snapshot { data_dir: PathBuf, reason: String },
+    #[error("the snapshot of {data_dir} is unusable: {source}")]
+    Snapshot {
+        data_dir: PathBuf,
+        source: SnapshotCheckError,
+    },
     #[error("the snapshot of {data_dir} is unusable: no data for {waited:?}")]
     SnapshotStalled { data_dir: PathBuf, waited: Duration },
     #[error(
@@ -193,9 +196,9 @@ impl LoopbackEtcd {
         }
         verifier
             .finish()
-            .map_err(|error| LoopbackError::Snapshot {
+            .map_err(|source| LoopbackError::Snapshot {
                 data_dir: self.data_dir.clone(),
-                reason: error.to_string(),
+                source,
             })?;
         file.sync_all().await.map_err(io("syncing", &temporary))?;
         drop(file);
