@@ -427,13 +427,7 @@ fn replace_lost_members(cx: &Context<'_>) -> Option<Step> {
         if !cx.membership.change_allowed(&lost) {
             return wait(Waiting::HealthNotStable);
         }
-        let remaining = cx.membership.voter_count() - 1;
-        let healthy_remaining = cx
-            .membership
-            .voters()
-            .filter(|m| m.id != member.id && m.healthy)
-            .count();
-        if remaining == 0 || healthy_remaining < quorum(remaining) {
+        if !removal_keeps_quorum(cx, member.id) {
             return wait(Waiting::NeedsAttention(format!(
                 "{} lost its data ({evidence}) but removing it would leave no quorum",
                 cx.name(ordinal)
@@ -548,13 +542,7 @@ fn scale_down(cx: &Context<'_>) -> Option<Step> {
         if !cx.membership.change_allowed(except) {
             return wait(Waiting::HealthNotStable);
         }
-        let remaining = cx.membership.voter_count() - 1;
-        let healthy_remaining = cx
-            .membership
-            .voters()
-            .filter(|m| m.id != member.id && m.healthy)
-            .count();
-        if remaining == 0 || healthy_remaining < quorum(remaining) {
+        if !removal_keeps_quorum(cx, member.id) {
             return wait(Waiting::HealthNotStable);
         }
         if member.leader {
@@ -641,4 +629,16 @@ fn retained_data(cx: &Context<'_>) -> Option<Step> {
         kept.join("; "),
         crate::api::identity::RELEASE_DATA_ANNOTATION
     )))
+}
+
+/// Whether removing voter `id` leaves a membership whose healthy voters
+/// still make a quorum of it (and leaves a membership at all).
+fn removal_keeps_quorum(cx: &Context<'_>, id: u64) -> bool {
+    let remaining = cx.membership.voter_count() - 1;
+    let healthy_remaining = cx
+        .membership
+        .voters()
+        .filter(|m| m.id != id && m.healthy)
+        .count();
+    remaining > 0 && healthy_remaining >= quorum(remaining)
 }

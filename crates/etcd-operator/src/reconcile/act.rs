@@ -180,25 +180,24 @@ pub async fn execute(
             Ok(note(step))
         }
         Step::AddLearner { peer_urls, .. } => {
-            let admin = admin(endpoints, etcd_settings, "add learner")?;
-            let added = admin
-                .add_learner(peer_urls)
-                .await
-                .map_err(etcd_failed("add learner"))?;
+            let added = with_admin(endpoints, etcd_settings, "add learner", async |a| {
+                a.add_learner(peer_urls).await
+            })
+            .await?;
             Ok(format!("{} as {}", note(step), format_id(added.member.id)))
         }
         Step::PromoteLearner { id, .. } => {
-            admin(endpoints, etcd_settings, "promote learner")?
-                .promote_learner(*id)
-                .await
-                .map_err(etcd_failed("promote learner"))?;
+            with_admin(endpoints, etcd_settings, "promote learner", async |a| {
+                a.promote_learner(*id).await
+            })
+            .await?;
             Ok(note(step))
         }
         Step::RemoveMember { id, .. } => {
-            admin(endpoints, etcd_settings, "remove member")?
-                .remove_member(*id)
-                .await
-                .map_err(etcd_failed("remove member"))?;
+            with_admin(endpoints, etcd_settings, "remove member", async |a| {
+                a.remove_member(*id).await
+            })
+            .await?;
             Ok(note(step))
         }
         Step::ResetPvcIdentity { name, token } => {
@@ -219,17 +218,20 @@ pub async fn execute(
         }
         Step::RecordRestore => Ok(note(step)),
         Step::AdvanceRaftLog { .. } => {
-            admin(endpoints, etcd_settings, "append to the raft log")?
-                .append_log_entries()
-                .await
-                .map_err(etcd_failed("append to the raft log"))?;
+            with_admin(
+                endpoints,
+                etcd_settings,
+                "append to the raft log",
+                async |a| a.append_log_entries().await,
+            )
+            .await?;
             Ok(note(step))
         }
         Step::MoveLeader { id, .. } => {
-            admin(endpoints, etcd_settings, "move leader")?
-                .move_leader(*id)
-                .await
-                .map_err(etcd_failed("move leader"))?;
+            with_admin(endpoints, etcd_settings, "move leader", async |a| {
+                a.move_leader(*id).await
+            })
+            .await?;
             Ok(note(step))
         }
     }
@@ -282,6 +284,18 @@ pub fn note(step: &Step) -> String {
         }
         Step::RecordRestore => "recorded the restore in status".to_string(),
     }
+}
+
+/// Runs one etcd call of a step through a fresh admin client, its failure
+/// named after `operation`.
+async fn with_admin<T>(
+    endpoints: &[String],
+    settings: ConnectSettings,
+    operation: &'static str,
+    call: impl AsyncFnOnce(&EtcdAdmin) -> Result<T, EtcdError>,
+) -> Result<T, ActError> {
+    let admin = admin(endpoints, settings, operation)?;
+    call(&admin).await.map_err(etcd_failed(operation))
 }
 
 /// Maps an etcd failure of `operation` to the step's error.

@@ -14,14 +14,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
 
+use super::labels::{labels, selector_labels};
+use super::scheduling::{self, PlacementFacts};
 use crate::addressing::{
     CLIENT_PORT, METRICS_PORT, MemberAddressing, PEER_PORT, client_service_name, member_name,
     pdb_name, peer_service_name, pvc_name,
 };
-use super::labels::{labels, selector_labels};
-use super::scheduling::{self, PlacementFacts};
 use crate::api::identity::{
-    CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION, MemberIdentity, format_id,
+    CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION, MemberIdentity,
+    format_id,
 };
 use crate::api::{EtcdCluster, MemberPodTemplate, version};
 use crate::planner::Bootstrap;
@@ -69,28 +70,38 @@ fn port(name: &str, port: u16) -> ServicePort {
 /// (and while quorum is lost).
 pub fn peer_service(cluster: &EtcdCluster) -> Service {
     let name = cluster.name_any();
-    Service {
-        metadata: meta(cluster, peer_service_name(&name), None),
-        spec: Some(ServiceSpec {
+    member_service(
+        cluster,
+        peer_service_name(&name),
+        ServiceSpec {
             cluster_ip: Some("None".to_string()),
             publish_not_ready_addresses: Some(true),
-            selector: Some(selector_labels(&name)),
             ports: Some(vec![port("peer", PEER_PORT), port("client", CLIENT_PORT)]),
             ..ServiceSpec::default()
-        }),
-        ..Service::default()
-    }
+        },
+    )
 }
 
 /// The Service clients use: ready members only.
 pub fn client_service(cluster: &EtcdCluster) -> Service {
     let name = cluster.name_any();
-    Service {
-        metadata: meta(cluster, client_service_name(&name), None),
-        spec: Some(ServiceSpec {
-            selector: Some(selector_labels(&name)),
+    member_service(
+        cluster,
+        client_service_name(&name),
+        ServiceSpec {
             ports: Some(vec![port("client", CLIENT_PORT)]),
             ..ServiceSpec::default()
+        },
+    )
+}
+
+/// A Service `name` of the cluster selecting its members, with `spec`.
+fn member_service(cluster: &EtcdCluster, name: String, spec: ServiceSpec) -> Service {
+    Service {
+        metadata: meta(cluster, name, None),
+        spec: Some(ServiceSpec {
+            selector: Some(selector_labels(&cluster.name_any())),
+            ..spec
         }),
         ..Service::default()
     }
