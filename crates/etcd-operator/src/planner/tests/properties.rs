@@ -124,13 +124,23 @@ fn check(replicas: i32, volumes: Volumes, faults: &[Fault]) -> Result<(), TestCa
         .actions
         .iter()
         .any(|a| matches!(a, Action::RestoreFromSurvivor { .. }));
-    if restored
+    let restore_ended = restored
         && sim
             .status
             .restore
             .as_ref()
-            .is_some_and(|r| !r.in_progress())
-    {
+            .is_some_and(|r| !r.in_progress());
+    if restore_ended && !sim.majority_data_exists() {
+        // A later fault destroyed the data of a majority of the new
+        // incarnation (e.g. its only voter wiped before the others
+        // joined): nothing is left to form from, and status says so.
+        prop_assert_eq!(
+            sim.status.phase.clone(),
+            Some(crate::api::Phase::MajorityDataLost),
+            "{:#?}",
+            sim.status
+        );
+    } else if restore_ended {
         // A restore ran to its end: a full new incarnation.
         prop_assert!(
             sim.has_quorum(),
