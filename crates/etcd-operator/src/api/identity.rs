@@ -3,6 +3,12 @@
 
 /// Label with the name of the `EtcdCluster` that owns an object.
 pub const CLUSTER_LABEL: &str = "durable-etcd.io/cluster";
+/// The label selector of every object of `cluster` (its member Pods and
+/// PVCs, its restore Pod).
+pub fn cluster_selector(cluster: &str) -> String {
+    format!("{CLUSTER_LABEL}={cluster}")
+}
+
 /// Label with the ordinal of the member a Pod or PVC belongs to.
 pub const ORDINAL_LABEL: &str = "durable-etcd.io/ordinal";
 /// Standard label naming the application.

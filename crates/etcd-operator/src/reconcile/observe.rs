@@ -87,10 +87,7 @@ pub struct StorageFacts {
     pub driver: Option<CSIDriver>,
 }
 
-/// Selector of every object of `cluster`.
-pub fn cluster_selector(cluster: &str) -> String {
-    format!("{CLUSTER_LABEL}={cluster}")
-}
+pub use crate::api::identity::cluster_selector;
 
 /// Reads the cluster's pods, PVCs and their PVs, every Node, then etcd.
 pub async fn observe(

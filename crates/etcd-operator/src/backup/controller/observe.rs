@@ -12,7 +12,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client};
 
 use crate::addressing::CLIENT_PORT;
-use crate::api::identity::CLUSTER_LABEL;
+use crate::api::identity::cluster_selector;
 use crate::api::{BackupDestination, BackupEncryption, EtcdCluster};
 use crate::backup::{BackupError, BackupStore, Credentials, EncryptionKey};
 use crate::controller_kit::member_endpoints::pod_endpoints;
@@ -167,7 +167,7 @@ pub(super) async fn member_endpoints(
     cluster: &str,
 ) -> Result<Vec<String>, BackupError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let selector = format!("{CLUSTER_LABEL}={cluster}");
+    let selector = cluster_selector(cluster);
     let pods = pods
         .list(&ListParams::default().labels(&selector))
         .await
