@@ -41,7 +41,7 @@ pub use incremental::{
 pub use metadata::{BackupMetadata, METADATA_SUFFIX, SNAPSHOT_SUFFIX, metadata_name_for};
 pub use restore::{download_backup, list_backups, newest_backup, verify_backup};
 pub use retention::{RetentionOutcome, apply_retention, expired};
-pub use schedule::{CronSchedule, freshness};
+pub use schedule::{CronSchedule, Freshness, InvalidSchedule, freshness};
 pub use snapshot::{PART_SIZE, SnapshotOptions, TakenBackup, take_backup};
 pub use source::{
     ProbeError, SnapshotSource, SourceRefusal, SourceRefusals, choose_source, prefer_follower,

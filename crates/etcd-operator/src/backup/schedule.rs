@@ -5,6 +5,26 @@ use chrono::{DateTime, Duration, Utc};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 
+/// A cron expression that cannot schedule backups.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid cron schedule {expression:?}: {why}")]
+pub struct InvalidSchedule {
+    /// The expression as written.
+    pub expression: String,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+/// Whether the newest backup is recent enough, with the sentence that
+/// says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Freshness {
+    /// Recent enough.
+    Fresh(String),
+    /// Too old, or none yet.
+    Stale(String),
+}
+
 /// A parsed cron schedule (UTC).
 #[derive(Debug, Clone)]
 pub struct CronSchedule {
@@ -17,8 +37,11 @@ impl CronSchedule {
     /// and years are refused (a schedule stored before admission checked
     /// its shape may hold them); so is an expression that never fires
     /// (`0 0 30 2 *`).
-    pub fn parse(expression: &str) -> Result<Self, String> {
-        let invalid = |why: String| format!("invalid cron schedule {expression:?}: {why}");
+    pub fn parse(expression: &str) -> Result<Self, InvalidSchedule> {
+        let invalid = |why: String| InvalidSchedule {
+            expression: expression.to_owned(),
+            why,
+        };
         let cron = CronParser::builder()
             .seconds(Seconds::Disallowed)
             .year(Year::Disallowed)
@@ -58,21 +81,21 @@ impl CronSchedule {
 }
 
 /// Whether the newest successful backup is fresh: no older than twice the
-/// schedule's period. `Err` carries the message for a stale condition.
+/// schedule's period.
 pub fn freshness(
     last_success: Option<DateTime<Utc>>,
     period: Duration,
     now: DateTime<Utc>,
-) -> Result<String, String> {
+) -> Freshness {
     match last_success {
-        None => Err("no successful backup yet".to_string()),
+        None => Freshness::Stale("no successful backup yet".to_string()),
         Some(at) => {
             let age = now - at;
             let limit = period * 2;
             if age <= limit {
-                Ok(format!("newest backup is {} old", human(age)))
+                Freshness::Fresh(format!("newest backup is {} old", human(age)))
             } else {
-                Err(format!(
+                Freshness::Stale(format!(
                     "newest backup is {} old, more than twice the schedule's period ({})",
                     human(age),
                     human(period)
@@ -127,7 +150,9 @@ mod tests {
             ("0 0 30 2 *", "never fires"),
             ("", "invalid cron schedule"),
         ] {
-            let error = CronSchedule::parse(expression).expect_err(expression);
+            let error = CronSchedule::parse(expression)
+                .expect_err(expression)
+                .to_string();
             assert!(error.contains(why), "{expression}: {error}");
         }
     }
@@ -135,9 +160,17 @@ mod tests {
     #[test]
     fn stale_after_twice_the_period() {
         let hour = Duration::hours(1);
-        assert!(freshness(Some(at(10, 0, 0)), hour, at(11, 30, 0)).is_ok());
-        let stale = freshness(Some(at(8, 0, 0)), hour, at(11, 30, 0)).expect_err("stale");
+        assert!(matches!(
+            freshness(Some(at(10, 0, 0)), hour, at(11, 30, 0)),
+            Freshness::Fresh(_)
+        ));
+        let Freshness::Stale(stale) = freshness(Some(at(8, 0, 0)), hour, at(11, 30, 0)) else {
+            panic!("stale");
+        };
         assert!(stale.contains("3h30m old"), "{stale}");
-        assert!(freshness(None, hour, at(11, 0, 0)).is_err());
+        assert!(matches!(
+            freshness(None, hour, at(11, 0, 0)),
+            Freshness::Stale(_)
+        ));
     }
 }

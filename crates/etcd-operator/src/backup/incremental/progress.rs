@@ -9,6 +9,7 @@ use super::segment::SegmentMetadata;
 use crate::api::IncrementalBackupStatus;
 use crate::backup::TakenBackup;
 use crate::backup::kube_time::to_kube;
+use crate::backup::schedule::Freshness;
 
 /// How many intervals the newest durable point may age before
 /// `BackupReady` turns false.
@@ -47,9 +48,9 @@ impl IncrementalProgress {
         self.durable_at.map(|at| (now - at).max(Duration::zero()))
     }
 
-    /// `Ok(message)` while the newest durable point is at most
-    /// [`STALE_INTERVALS`] intervals old, else `Err(message)`.
-    pub fn freshness(&self, interval: Duration, now: DateTime<Utc>) -> Result<String, String> {
+    /// Fresh while the newest durable point is at most
+    /// [`STALE_INTERVALS`] intervals old.
+    pub fn freshness(&self, interval: Duration, now: DateTime<Utc>) -> Freshness {
         let limit = interval * STALE_INTERVALS;
         let why = self
             .last_error
@@ -57,12 +58,12 @@ impl IncrementalProgress {
             .map(|e| format!(": {e}"))
             .unwrap_or_default();
         match self.loss_window(now) {
-            None => Err(format!("incremental backup has not started yet{why}")),
-            Some(window) if window <= limit => Ok(format!(
+            None => Freshness::Stale(format!("incremental backup has not started yet{why}")),
+            Some(window) if window <= limit => Freshness::Fresh(format!(
                 "incremental backup durable up to {}s ago",
                 window.num_seconds()
             )),
-            Some(window) => Err(format!(
+            Some(window) => Freshness::Stale(format!(
                 "incremental backup durable only up to {}s ago, more than {STALE_INTERVALS} intervals ({}s){why}",
                 window.num_seconds(),
                 limit.num_seconds()
@@ -97,21 +98,24 @@ mod tests {
         let t0 = Utc::now();
         let interval = Duration::seconds(20);
         let mut progress = IncrementalProgress::default();
-        assert!(progress.freshness(interval, t0).is_err());
+        assert!(matches!(
+            progress.freshness(interval, t0),
+            Freshness::Stale(_)
+        ));
         progress.durable_at = Some(t0);
         assert_eq!(
             progress.loss_window(t0 + Duration::seconds(7)),
             Some(Duration::seconds(7))
         );
-        assert!(
-            progress
-                .freshness(interval, t0 + Duration::seconds(60))
-                .is_ok()
-        );
+        assert!(matches!(
+            progress.freshness(interval, t0 + Duration::seconds(60)),
+            Freshness::Fresh(_)
+        ));
         progress.last_error = Some("store down".into());
-        let stale = progress
-            .freshness(interval, t0 + Duration::seconds(61))
-            .expect_err("stale");
+        let Freshness::Stale(stale) = progress.freshness(interval, t0 + Duration::seconds(61))
+        else {
+            panic!("stale");
+        };
         assert!(
             stale.contains("61s ago") && stale.contains("store down"),
             "{stale}"

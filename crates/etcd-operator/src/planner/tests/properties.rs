@@ -135,7 +135,7 @@ fn check(replicas: i32, volumes: Volumes, faults: &[Fault]) -> Result<(), TestCa
         // incarnation (e.g. its only voter wiped before the others
         // joined): nothing is left to form from, and status says so.
         prop_assert_eq!(
-            sim.status.phase.clone(),
+            sim.status.phase,
             Some(crate::api::Phase::MajorityDataLost),
             "{:#?}",
             sim.status

@@ -19,7 +19,8 @@ use crate::api::{EtcdBackupSchedule, EtcdBackupScheduleSpec, EtcdBackupScheduleS
 use crate::backup::incremental::{IncrementalNotice, IncrementalOptions, IncrementalProgress};
 use crate::backup::kube_time::{from_kube, to_kube};
 use crate::backup::{
-    BackupError, Credentials, CronSchedule, EncryptionKey, SnapshotOptions, TakenBackup, freshness,
+    BackupError, Credentials, CronSchedule, EncryptionKey, Freshness, SnapshotOptions, TakenBackup,
+    freshness,
 };
 use crate::controller_kit::{conditions, events};
 
@@ -71,7 +72,8 @@ pub fn begin(schedule: &EtcdBackupSchedule, now: DateTime<Utc>) -> Begin {
     status.observed_generation = schedule.metadata.generation;
     let cron = match CronSchedule::parse(&schedule.spec.schedule) {
         Ok(cron) => cron,
-        Err(message) => {
+        Err(invalid) => {
+            let message = invalid.to_string();
             // Admission refuses a schedule of the wrong shape; one with a
             // field out of range, one that never fires, or one stored
             // before admission checked the shape ends here.
@@ -348,13 +350,13 @@ pub fn finish(run: Run, incremental: Option<&IncrementalPass>, now: DateTime<Utc
     let never_ran = last_success.is_none() && status.last_scheduled_time.is_none();
     let (ready, reason, message) = match (freshness(last_success, period, now), &status.last_error)
     {
-        (Ok(message), None) => (true, "Fresh", message),
-        (Ok(message), Some(error)) => (
+        (Freshness::Fresh(message), None) => (true, "Fresh", message),
+        (Freshness::Fresh(message), Some(error)) => (
             true,
             "FreshWithErrors",
             format!("{message}; last attempt: {error}"),
         ),
-        (Err(message), error) => {
+        (Freshness::Stale(message), error) => {
             let message = match error {
                 Some(error) => format!("{message}; last attempt: {error}"),
                 None => message,
@@ -402,7 +404,7 @@ fn incremental_freshness(
         return;
     }
     let interval = chrono::Duration::from_std(pass.interval).unwrap_or(chrono::Duration::MAX);
-    let Err(message) = progress.freshness(interval, now) else {
+    let Freshness::Stale(message) = progress.freshness(interval, now) else {
         return;
     };
     if conditions::is_true(&status.conditions, BACKUP_READY) {
