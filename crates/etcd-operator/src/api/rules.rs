@@ -126,10 +126,10 @@ pub fn object_prefix(what: &str) -> Rule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addressing::restore_pod_name;
     use crate::addressing::{
         client_service_name, member_name, pdb_name, peer_service_name, pvc_name,
     };
-    use crate::addressing::restore_pod_name;
 
     /// The longest name accepted gives derived names that are all valid;
     /// one more character makes the client Service name too long.

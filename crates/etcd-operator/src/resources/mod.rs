@@ -1,7 +1,6 @@
 //! Pure builders of the Kubernetes objects of a cluster: Services, PVCs,
 //! member Pods and the PodDisruptionBudget. No I/O: spec in, objects out.
 
-
 mod labels;
 mod objects;
 pub mod restore;
@@ -14,7 +13,7 @@ pub use crate::addressing::MemberAddressing;
 pub use labels::{member_labels, selector_labels};
 pub use objects::{
     DATA_DIR, DATA_MOUNT, ETCD_USER, MemberPodFacts, client_service, container_security_context,
-    etcd_args, guard_args, identity_annotations, member_pod, member_pod_with, pdb,
-    peer_service, pod_security_context, pvc,
+    etcd_args, guard_args, identity_annotations, member_pod, member_pod_with, pdb, peer_service,
+    pod_security_context, pvc,
 };
 pub use scheduling::{PlacementFacts, VolumeLocality};
