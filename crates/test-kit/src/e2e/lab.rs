@@ -1,0 +1,50 @@
+//! The lab an end-to-end test or bench runs on: a healthy lab that is up,
+//! or one of its own.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use etcd_lab::{Lab, LabOptions};
+
+use crate::TestResult;
+
+/// The node-monitor grace period of a lab of our own: nodes turn NotReady
+/// 20 s after their last heartbeat instead of 50 s (shorter tests).
+pub const NODE_MONITOR_GRACE: &str = "20s";
+
+/// A healthy lab that is up (the current one, or one left in `own_dir`),
+/// or a new one in `own_dir`. Returns whether it is ours. The lab's nodes
+/// run the operator binary found beside the `etcd-lab` binary, which must
+/// sit next to `operator` (`cargo build -p etcd-lab -p etcd-operator`).
+pub async fn reuse_or_start(own_dir: &str, operator: &Path) -> TestResult<(Lab, bool)> {
+    for dir in [None, Some(PathBuf::from(own_dir))] {
+        if let Ok(lab) = Lab::open(dir)
+            && lab.status().await.is_healthy()
+        {
+            eprintln!("reusing the lab at {}", lab.paths().root().display());
+            return Ok((lab, false));
+        }
+    }
+    let etcd_lab = operator.with_file_name("etcd-lab");
+    if !etcd_lab.is_file() {
+        return Err(format!(
+            "{} is missing: build it with `cargo build -p etcd-lab`",
+            etcd_lab.display()
+        )
+        .into());
+    }
+    let options = LabOptions {
+        lab_dir: Some(PathBuf::from(own_dir)),
+        etcd_lab_binary: Some(etcd_lab),
+        controller_manager_flags: BTreeMap::from([(
+            "node-monitor-grace-period".to_owned(),
+            NODE_MONITOR_GRACE.to_owned(),
+        )]),
+        ..LabOptions::default()
+    };
+    let started = Instant::now();
+    let lab = Lab::up(options).await?;
+    eprintln!("lab up in {:?}", started.elapsed());
+    Ok((lab, true))
+}
