@@ -10,20 +10,17 @@
 //! verified download and restore with the pinned `etcdutl`, retention, a
 //! corrupted blob refused, a missing container reported clearly.
 
-mod backup_support;
-
 use std::collections::BTreeMap;
 use std::process::Command;
 
 use etcd_operator::api::{AzureDestination, BackupDestination};
-use etcd_operator::backup::{
-    BackupErrorCategory, BackupStore, SnapshotOptions, keys, list_backups, take_backup,
-};
+use etcd_operator::backup::{BackupErrorCategory, BackupStore, keys, list_backups};
 use sha2::{Digest, Sha256};
 
-use backup_support::scenarios;
-use backup_support::server::ServerProcess;
-use backup_support::{EtcdCluster, upstream_set};
+use test_kit::backup_scenarios::{self as scenarios, backup_of};
+use test_kit::etcd_process::LocalCluster;
+use test_kit::object_store_server::ServerProcess;
+use test_kit::upstream::upstream_set;
 
 /// Azurite's development account and key, published in its documentation.
 const ACCOUNT: &str = "devstoreaccount1";
@@ -107,7 +104,7 @@ async fn a_missing_azure_container_is_a_configuration_error_that_names_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_account_key_is_refused_as_a_configuration_error() {
     let server = azurite().await;
-    let cluster = EtcdCluster::start(1).await;
+    let cluster = LocalCluster::start(1).await;
     let mut key = base64_decode(ACCOUNT_KEY);
     key[0] ^= 0x01;
     let credentials = BTreeMap::from([(keys::AZURE_ACCOUNT_KEY.to_string(), base64_encode(&key))]);
@@ -119,15 +116,9 @@ async fn a_wrong_account_key_is_refused_as_a_configuration_error() {
         &credentials,
     )
     .expect("azure store");
-    let error = take_backup(
-        &store,
-        &cluster.endpoints(),
-        "prod",
-        "main",
-        &SnapshotOptions::default(),
-    )
-    .await
-    .expect_err("wrong key refused");
+    let error = backup_of(&store, &cluster.endpoints())
+        .await
+        .expect_err("wrong key refused");
     eprintln!("{error}");
     assert_eq!(
         error.category(),
@@ -244,9 +235,8 @@ fn base64_decode(text: &str) -> Vec<u8> {
 fn the_request_signing_helpers_match_known_answers() {
     // RFC 4231, test case 2.
     let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
-    let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(
-        hex,
+        hex::encode(mac),
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
     );
     assert_eq!(base64_encode(b"etcd!"), "ZXRjZCE=");

@@ -5,14 +5,9 @@
 //! tampered or truncated object is refused before a restore could use it,
 //! and a new key starts a new chain from a full backup. No mocks.
 
-mod backup_support;
-
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use etcd_client::GetOptions;
-use etcd_operator::api::{BackupDestination, LocalDestination};
 use etcd_operator::backup::encryption::SCHEME;
 use etcd_operator::backup::incremental::{
     IncrementalNotice, IncrementalOptions, fixed_endpoints, load_segment, spawn,
@@ -23,25 +18,15 @@ use etcd_operator::backup::{
 };
 use sha2::{Digest, Sha256};
 
-use backup_support::{EtcdCluster, restore_and_start, write_keys};
+use test_kit::backup_scenarios::{backup_of, local_store};
+use test_kit::etcd_data::{count_under, write_keys};
+use test_kit::etcd_process::{LocalCluster, restore_and_start};
 
 /// A value that must never appear in what the store holds.
 const MARKER: &str = "plaintext-marker-Zq8vXw3LkP0sRt7yUe2iOa9";
 
 fn store(root: &Path, key: Option<EncryptionKey>) -> BackupStore {
-    let destination = BackupDestination {
-        local: Some(LocalDestination {
-            path: root.join("backups").display().to_string(),
-        }),
-        ..BackupDestination::default()
-    };
-    BackupStore::open(&destination, "prod", "main", &BTreeMap::new())
-        .expect("local store")
-        .with_encryption(key)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    local_store(root).with_encryption(key)
 }
 
 fn contains(haystack: &[u8], needle: &str) -> bool {
@@ -52,7 +37,7 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_encrypted_backup_hides_the_data_and_restores_every_key_with_its_key() {
-    let cluster = EtcdCluster::start(1).await;
+    let cluster = LocalCluster::start(1).await;
     let mut client = cluster.client().await;
     write_keys(&mut client, 400, 200).await;
     client.put("marker", MARKER, None).await.expect("put");
@@ -61,15 +46,9 @@ async fn an_encrypted_backup_hides_the_data_and_restores_every_key_with_its_key(
     let key_bytes: [u8; 32] = std::array::from_fn(|i| (i * 7 + 3) as u8);
     let key = EncryptionKey::from_bytes(key_bytes);
     let encrypted = store(root.path(), Some(key.clone()));
-    let taken = take_backup(
-        &encrypted,
-        &cluster.endpoints(),
-        "prod",
-        "main",
-        &SnapshotOptions::default(),
-    )
-    .await
-    .expect("encrypted backup");
+    let taken = backup_of(&encrypted, &cluster.endpoints())
+        .await
+        .expect("encrypted backup");
     let metadata = &taken.metadata;
     let info = metadata.encryption.as_ref().expect("recorded as encrypted");
     assert_eq!(info.scheme, SCHEME);
@@ -84,7 +63,7 @@ async fn an_encrypted_backup_hides_the_data_and_restores_every_key_with_its_key(
     let folder = root.path().join("backups/prod/main");
     let stored = std::fs::read(folder.join(&metadata.object)).expect("stored object");
     assert_eq!(stored.len() as u64, metadata.stored_bytes);
-    assert_eq!(hex(&Sha256::digest(&stored)), metadata.stored_sha256);
+    assert_eq!(hex::encode(Sha256::digest(&stored)), metadata.stored_sha256);
     assert!(stored.starts_with(b"ETCD-ENC"));
     assert!(!contains(&stored, MARKER), "the marker is stored in clear");
     assert!(
@@ -92,7 +71,7 @@ async fn an_encrypted_backup_hides_the_data_and_restores_every_key_with_its_key(
         "a key name is stored in clear"
     );
     let json = std::fs::read(folder.join(metadata.metadata_name())).expect("metadata");
-    let key_hex = hex(&key_bytes);
+    let key_hex = hex::encode(key_bytes);
     assert!(
         !contains(&json, &key_hex[..16]),
         "the metadata holds the key"
@@ -106,15 +85,9 @@ async fn an_encrypted_backup_hides_the_data_and_restores_every_key_with_its_key(
     // check above can fail.
     let plain_root = tempfile::tempdir().expect("tempdir");
     let plain = store(plain_root.path(), None);
-    let plain_taken = take_backup(
-        &plain,
-        &cluster.endpoints(),
-        "prod",
-        "main",
-        &SnapshotOptions::default(),
-    )
-    .await
-    .expect("plain backup");
+    let plain_taken = backup_of(&plain, &cluster.endpoints())
+        .await
+        .expect("plain backup");
     assert_eq!(plain_taken.metadata.encryption, None);
     let plain_target = plain_root.path().join("plain.db");
     download_backup(&plain, &plain_taken.metadata, &plain_target)
@@ -139,21 +112,14 @@ async fn an_encrypted_backup_hides_the_data_and_restores_every_key_with_its_key(
 
     let restored = restore_and_start(&target, root.path()).await;
     let mut client = restored.client().await;
-    let all = client
-        .get(
-            "key-",
-            Some(GetOptions::new().with_prefix().with_count_only()),
-        )
-        .await
-        .expect("count");
-    assert_eq!(all.count(), 400);
+    assert_eq!(count_under(&mut client, "key-").await, 400);
     let marker = client.get("marker", None).await.expect("get");
     assert_eq!(marker.kvs()[0].value_str().expect("utf8"), MARKER);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_or_missing_key_is_refused_before_anything_is_read_or_created() {
-    let cluster = EtcdCluster::start(1).await;
+    let cluster = LocalCluster::start(1).await;
     let mut client = cluster.client().await;
     write_keys(&mut client, 50, 100).await;
     let root = tempfile::tempdir().expect("tempdir");
@@ -213,12 +179,12 @@ async fn a_wrong_or_missing_key_is_refused_before_anything_is_read_or_created() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tampered_or_truncated_encrypted_backup_is_refused_before_a_restore_uses_it() {
-    let cluster = EtcdCluster::start(1).await;
+    let cluster = LocalCluster::start(1).await;
     let mut client = cluster.client().await;
     // Values that do not compress, so that the object spans many chunks.
     for i in 0..80u32 {
         let value: String = (0..256u32)
-            .map(|j| hex(&Sha256::digest([i.to_be_bytes(), j.to_be_bytes()].concat())))
+            .map(|j| hex::encode(Sha256::digest([i.to_be_bytes(), j.to_be_bytes()].concat())))
             .collect();
         client
             .put(format!("noise-{i:03}"), value, None)
@@ -228,15 +194,9 @@ async fn a_tampered_or_truncated_encrypted_backup_is_refused_before_a_restore_us
     let root = tempfile::tempdir().expect("tempdir");
     let key = EncryptionKey::from_bytes([3; 32]);
     let encrypted = store(root.path(), Some(key));
-    let taken = take_backup(
-        &encrypted,
-        &cluster.endpoints(),
-        "prod",
-        "main",
-        &SnapshotOptions::default(),
-    )
-    .await
-    .expect("backup");
+    let taken = backup_of(&encrypted, &cluster.endpoints())
+        .await
+        .expect("backup");
     let metadata = taken.metadata;
     let object = root.path().join("backups/prod/main").join(&metadata.object);
     let intact = std::fs::read(&object).expect("read");
@@ -285,7 +245,7 @@ fn assert_corrupt(error: &BackupError, reason: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn incremental_segments_are_sealed_like_their_full_backup_and_a_new_key_starts_a_new_chain() {
-    let cluster = EtcdCluster::start(1).await;
+    let cluster = LocalCluster::start(1).await;
     let mut client = cluster.client().await;
     write_keys(&mut client, 20, 50).await;
     let root = tempfile::tempdir().expect("tempdir");

@@ -9,28 +9,20 @@
 //! retention, a corrupted object refused, a missing bucket reported
 //! clearly.
 
-mod backup_support;
-
 use std::collections::BTreeMap;
 use std::process::Command;
 
 use etcd_operator::api::{BackupDestination, GcsDestination};
 use etcd_operator::backup::{BackupStore, keys};
 
-use backup_support::scenarios;
-use backup_support::server::ServerProcess;
-use backup_support::upstream_set;
+use test_kit::backup_scenarios as scenarios;
+use test_kit::object_store_server::{ServerProcess, bucket_server};
 
 const BUCKET: &str = "etcd-backups";
 
 /// fake-gcs-server with the bucket [`BUCKET`] created.
 async fn gcs_server() -> ServerProcess {
-    ServerProcess::start("gcs-server", |address, _| {
-        let mut command = Command::new(upstream_set("gcs-server").join("gcs-server"));
-        command.args(["-addr", address, "-buckets", BUCKET]);
-        command
-    })
-    .await
+    bucket_server("gcs-server", BUCKET).await
 }
 
 /// A service-account key file of the shape Google issues, with a new

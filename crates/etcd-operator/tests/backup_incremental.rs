@@ -7,24 +7,22 @@
 //! answered by a new full backup at once; a corrupt segment stops the chain
 //! with a clear error, before any of its events is applied. No mocks.
 
-mod backup_support;
-
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, CompactionOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp};
-use etcd_operator::api::{BackupDestination, LocalDestination};
 use etcd_operator::backup::incremental::segment::base_name;
 use etcd_operator::backup::incremental::{
     GapKind, IncrementalHandle, IncrementalNotice, IncrementalOptions, fixed_endpoints, spawn,
 };
 use etcd_operator::backup::{
-    BackupError, BackupMetadata, BackupStore, SnapshotOptions, apply_retention, download_backup,
-    list_backups, replay_segments, segment_chain, take_backup,
+    BackupError, BackupMetadata, BackupStore, apply_retention, download_backup, list_backups,
+    replay_segments, segment_chain,
 };
 use tokio::sync::mpsc;
 
-use backup_support::{EtcdCluster, restore_and_start, write_keys};
+use test_kit::backup_scenarios::{backup_of, local_store};
+use test_kit::etcd_data::write_keys;
+use test_kit::etcd_process::{LocalCluster, restore_and_start};
 
 const INTERVAL: Duration = Duration::from_secs(1);
 /// Small, so that a burst of writes fills several segments.
@@ -33,17 +31,7 @@ const MAX_SEGMENT_BYTES: usize = 4096;
 /// upload and a busy two-core machine.
 const DURABLE_WITHIN: Duration = Duration::from_secs(6);
 
-fn local_store(root: &std::path::Path) -> BackupStore {
-    let destination = BackupDestination {
-        local: Some(LocalDestination {
-            path: root.join("backups").display().to_string(),
-        }),
-        ..BackupDestination::default()
-    };
-    BackupStore::open(&destination, "prod", "main", &BTreeMap::new()).expect("local store")
-}
-
-fn start_watcher(store: &BackupStore, cluster: &EtcdCluster) -> IncrementalHandle {
+fn start_watcher(store: &BackupStore, cluster: &LocalCluster) -> IncrementalHandle {
     let options = IncrementalOptions {
         interval: INTERVAL,
         max_segment_bytes: MAX_SEGMENT_BYTES,
@@ -54,17 +42,11 @@ fn start_watcher(store: &BackupStore, cluster: &EtcdCluster) -> IncrementalHandl
     spawn(store.clone(), fixed_endpoints(cluster.endpoints()), options)
 }
 
-async fn full_backup(store: &BackupStore, cluster: &EtcdCluster) -> BackupMetadata {
-    take_backup(
-        store,
-        &cluster.endpoints(),
-        "prod",
-        "main",
-        &SnapshotOptions::default(),
-    )
-    .await
-    .expect("full backup")
-    .metadata
+async fn full_backup(store: &BackupStore, cluster: &LocalCluster) -> BackupMetadata {
+    backup_of(store, &cluster.endpoints())
+        .await
+        .expect("full backup")
+        .metadata
 }
 
 /// Waits until every write up to `revision` is durable; returns how long
@@ -202,7 +184,7 @@ async fn put_with_lease(client: &mut Client, key: &str, lease: i64) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_backup_plus_segments_restores_the_source_exactly_at_its_end_and_earlier() {
-    let cluster = EtcdCluster::start(3).await;
+    let cluster = LocalCluster::start(3).await;
     let mut client = cluster.client().await;
     write_keys(&mut client, 40, 100).await;
     let lease_in_base = client.lease_grant(600, None).await.expect("lease").id();
@@ -374,7 +356,7 @@ async fn full_backup_plus_segments_restores_the_source_exactly_at_its_end_and_ea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_and_corruption_are_gaps_answered_by_a_new_full_backup() {
-    let cluster = EtcdCluster::start(1).await;
+    let cluster = LocalCluster::start(1).await;
     let mut client = cluster.client().await;
     write_keys(&mut client, 10, 50).await;
     let root = tempfile::tempdir().expect("tempdir");

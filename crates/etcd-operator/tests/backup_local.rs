@@ -3,32 +3,18 @@
 //! served again with every key; corrupted and truncated backups refused;
 //! retention by count. No mocks.
 
-mod backup_support;
-
-use std::collections::BTreeMap;
-
-use etcd_client::GetOptions;
-use etcd_operator::api::{BackupDestination, LocalDestination};
 use etcd_operator::backup::{
-    BackupError, BackupErrorCategory, BackupStore, SnapshotOptions, apply_retention,
-    download_backup, list_backups, take_backup, verify_backup,
+    BackupError, BackupErrorCategory, SnapshotOptions, apply_retention, download_backup,
+    list_backups, take_backup, verify_backup,
 };
 
-use backup_support::{EtcdCluster, restore_and_start, write_keys};
-
-fn local_store(root: &std::path::Path) -> BackupStore {
-    let destination = BackupDestination {
-        local: Some(LocalDestination {
-            path: root.join("backups").display().to_string(),
-        }),
-        ..BackupDestination::default()
-    };
-    BackupStore::open(&destination, "prod", "main", &BTreeMap::new()).expect("local store")
-}
+use test_kit::backup_scenarios::{backup_of, local_store};
+use test_kit::etcd_data::{count_under, write_keys};
+use test_kit::etcd_process::{LocalCluster, restore_and_start};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_from_a_follower_restores_every_key_with_etcdutl() {
-    let cluster = EtcdCluster::start(3).await;
+    let cluster = LocalCluster::start(3).await;
     let mut client = cluster.client().await;
     let last_revision = write_keys(&mut client, 500, 200).await;
     let status = client.status().await.expect("status");
@@ -36,15 +22,9 @@ async fn a_backup_from_a_follower_restores_every_key_with_etcdutl() {
 
     let root = tempfile::tempdir().expect("tempdir");
     let store = local_store(root.path());
-    let taken = take_backup(
-        &store,
-        &cluster.endpoints(),
-        "prod",
-        "main",
-        &SnapshotOptions::default(),
-    )
-    .await
-    .expect("backup");
+    let taken = backup_of(&store, &cluster.endpoints())
+        .await
+        .expect("backup");
 
     assert_ne!(
         taken.source.member_id, leader,
@@ -83,34 +63,21 @@ async fn a_backup_from_a_follower_restores_every_key_with_etcdutl() {
 
     let restored = restore_and_start(&target, root.path()).await;
     let mut client = restored.client().await;
-    let all = client
-        .get(
-            "key-",
-            Some(GetOptions::new().with_prefix().with_count_only()),
-        )
-        .await
-        .expect("count");
-    assert_eq!(all.count(), 500);
+    assert_eq!(count_under(&mut client, "key-").await, 500);
     let one = client.get("key-000499", None).await.expect("get");
     assert_eq!(one.kvs()[0].value_str().expect("utf8").len(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupted_or_truncated_backups_are_refused_before_a_restore_uses_them() {
-    let cluster = EtcdCluster::start(1).await;
+    let cluster = LocalCluster::start(1).await;
     let mut client = cluster.client().await;
     write_keys(&mut client, 200, 100).await;
     let root = tempfile::tempdir().expect("tempdir");
     let store = local_store(root.path());
-    let taken = take_backup(
-        &store,
-        &cluster.endpoints(),
-        "prod",
-        "main",
-        &SnapshotOptions::default(),
-    )
-    .await
-    .expect("backup");
+    let taken = backup_of(&store, &cluster.endpoints())
+        .await
+        .expect("backup");
     let metadata = taken.metadata;
     verify_backup(&store, &metadata)
         .await
@@ -156,22 +123,16 @@ fn assert_corrupt(error: &BackupError) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_keeps_the_newest_backups() {
-    let cluster = EtcdCluster::start(1).await;
+    let cluster = LocalCluster::start(1).await;
     let mut client = cluster.client().await;
     let root = tempfile::tempdir().expect("tempdir");
     let store = local_store(root.path());
     let mut revisions = Vec::new();
     for round in 0..4 {
         write_keys(&mut client, 10 * (round + 1), 10).await;
-        let taken = take_backup(
-            &store,
-            &cluster.endpoints(),
-            "prod",
-            "main",
-            &SnapshotOptions::default(),
-        )
-        .await
-        .expect("backup");
+        let taken = backup_of(&store, &cluster.endpoints())
+            .await
+            .expect("backup");
         revisions.push(taken.metadata.revision);
     }
     let outcome = apply_retention(&store, 2, None, chrono::Utc::now())
@@ -196,7 +157,7 @@ async fn retention_keeps_the_newest_backups() {
 async fn no_reachable_member_is_a_transient_error_naming_the_endpoints() {
     let root = tempfile::tempdir().expect("tempdir");
     let store = local_store(root.path());
-    let endpoint = format!("http://127.0.0.1:{}", backup_support::free_port());
+    let endpoint = format!("http://127.0.0.1:{}", test_kit::loopback::free_port());
     let error = take_backup(
         &store,
         std::slice::from_ref(&endpoint),

@@ -8,41 +8,26 @@
 //! are refused as compacted, so a watch cache of the old cluster lists
 //! again. No mocks.
 
-mod backup_support;
-mod restore_support;
-
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use etcd_client::GetOptions;
-use etcd_operator::api::{
-    BackupDestination, BackupSource, EtcdCluster, EtcdClusterSpec, LocalDestination,
-};
+use etcd_operator::api::{BackupSource, EtcdCluster, EtcdClusterSpec};
 use etcd_operator::backup::incremental::{IncrementalOptions, fixed_endpoints, spawn};
-use etcd_operator::backup::{BackupStore, SnapshotOptions, take_backup};
+use etcd_operator::pod_contract::REVISION_BUMP;
 use etcd_operator::resources::MemberAddressing;
 use etcd_operator::resources::restore::restore_pod;
-use etcd_operator::pod_contract::REVISION_BUMP;
 
-use backup_support::EtcdCluster as SourceCluster;
-use restore_support::{
-    assert_compacted_read, assert_compacted_watch, assert_keys, run_pod, start_on, write,
-};
+use test_kit::backup_scenarios::{backup_of, local_destination, local_store};
+use test_kit::etcd_process::{EtcdProcess, LocalCluster as SourceCluster};
+use test_kit::restore_checks::{assert_compacted_read, assert_compacted_watch, assert_keys, write};
+use test_kit::restore_pod::run_pod;
 
 const TOKEN: &str = "main-restored-r1";
-
-fn destination(root: &std::path::Path) -> BackupDestination {
-    BackupDestination {
-        local: Some(LocalDestination {
-            path: root.join("backups").display().to_string(),
-        }),
-        ..BackupDestination::default()
-    }
-}
+const OPERATOR: &str = env!("CARGO_BIN_EXE_etcd-operator");
 
 /// Restores the newest backup of `prod/main` under `root` into a new
 /// volume with the restore Pod; starts etcd on it.
-async fn restore(root: &std::path::Path) -> restore_support::Member {
+async fn restore(root: &std::path::Path) -> EtcdProcess {
     let volume = root.join("volume");
     let tools = root.join("tools");
     std::fs::create_dir_all(&volume).expect("volume");
@@ -52,19 +37,19 @@ async fn restore(root: &std::path::Path) -> restore_support::Member {
     cluster.metadata.uid = Some("uid".into());
     let addressing = MemberAddressing::new("main", "prod");
     let source = BackupSource {
-        destination: destination(root),
+        destination: local_destination(root),
         cluster_name: None,
         namespace: None,
         backup_name: None,
         revision: None,
     };
     let pod = restore_pod(&cluster, &addressing, "operator", 0, TOKEN, Some(source));
-    eprintln!("{}", run_pod(&pod, &volume, &tools));
-    start_on(root, "main-0", &volume.join("data")).await
+    eprintln!("{}", run_pod(&pod, &volume, &tools, OPERATOR.as_ref()));
+    EtcdProcess::start_on(root, "main-0", &volume.join("data")).await
 }
 
 async fn assert_no_old_revision(
-    restored: &restore_support::Member,
+    restored: &EtcdProcess,
     keys: std::ops::Range<usize>,
     seen: &[i64],
     last: i64,
@@ -97,21 +82,14 @@ async fn assert_no_old_revision(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_with_replayed_segments_bumps_past_the_last_replayed_revision() {
     let root = tempfile::tempdir().expect("temp dir");
-    let store = BackupStore::open(&destination(root.path()), "prod", "main", &BTreeMap::new())
-        .expect("local store");
+    let store = local_store(root.path());
     let source = SourceCluster::start(1).await;
     let mut client = source.client().await;
     let before = write(&mut client, 0..100).await;
-    let full = take_backup(
-        &store,
-        &source.endpoints(),
-        "prod",
-        "main",
-        &SnapshotOptions::default(),
-    )
-    .await
-    .expect("full backup")
-    .metadata;
+    let full = backup_of(&store, &source.endpoints())
+        .await
+        .expect("full backup")
+        .metadata;
     let options = IncrementalOptions {
         interval: Duration::from_secs(1),
         min_back_off: Duration::from_millis(200),
@@ -146,21 +124,14 @@ async fn a_restore_with_replayed_segments_bumps_past_the_last_replayed_revision(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_of_a_full_backup_alone_bumps_past_its_revision() {
     let root = tempfile::tempdir().expect("temp dir");
-    let store = BackupStore::open(&destination(root.path()), "prod", "main", &BTreeMap::new())
-        .expect("local store");
+    let store = local_store(root.path());
     let source = SourceCluster::start(1).await;
     let mut client = source.client().await;
     let revisions = write(&mut client, 0..100).await;
-    let full = take_backup(
-        &store,
-        &source.endpoints(),
-        "prod",
-        "main",
-        &SnapshotOptions::default(),
-    )
-    .await
-    .expect("full backup")
-    .metadata;
+    let full = backup_of(&store, &source.endpoints())
+        .await
+        .expect("full backup")
+        .metadata;
     drop(source);
     let last = *revisions.last().expect("writes");
     assert_eq!(full.revision, last);

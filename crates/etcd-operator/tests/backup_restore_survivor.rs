@@ -10,21 +10,19 @@
 //! old cluster served are refused as compacted, and its revisions start
 //! `REVISION_BUMP` after the survivor's. No mocks.
 
-mod backup_support;
-mod restore_support;
-
 use etcd_client::GetOptions;
 use etcd_operator::api::{EtcdCluster, EtcdClusterSpec};
+use etcd_operator::pod_contract::REVISION_BUMP;
 use etcd_operator::resources::MemberAddressing;
 use etcd_operator::resources::restore::restore_pod;
-use etcd_operator::pod_contract::REVISION_BUMP;
 
-use restore_support::{
-    assert_compacted_read, assert_compacted_watch, assert_keys, copy_tree, db_revision, run_pod,
-    start_cluster, start_on, tree_digest, write,
-};
+use test_kit::etcd_process::{EtcdProcess, LocalCluster, READY_TIMEOUT};
+use test_kit::poll::eventually;
+use test_kit::restore_checks::{assert_compacted_read, assert_compacted_watch, assert_keys, write};
+use test_kit::restore_pod::{copy_tree, db_revision, run_pod, tree_digest};
 
 const TOKEN: &str = "main-restored-r1";
+const OPERATOR: &str = env!("CARGO_BIN_EXE_etcd-operator");
 const KEYS: usize = 300;
 
 /// The backend commits neither by time nor by count during the test.
@@ -36,12 +34,13 @@ const RARE_BACKEND_COMMITS: &[&str] = &[
 
 async fn survivor_restore(size: usize) {
     let root = tempfile::tempdir().expect("temp dir");
-    let mut members = start_cluster(root.path(), size, RARE_BACKEND_COMMITS).await;
+    let mut cluster = LocalCluster::start_with(size, RARE_BACKEND_COMMITS).await;
+    let members = &mut cluster.members;
     let mut client = members[0].client().await;
     let mut revisions = write(&mut client, 0..KEYS / 2).await;
     // A defragmentation commits the backend: the db file then holds the
     // first half of the writes, the WAL alone the second.
-    for member in &members {
+    for member in members.iter() {
         member
             .client()
             .await
@@ -58,31 +57,27 @@ async fn survivor_restore(size: usize) {
     // answers at the last revision): each is in its WAL, and "committed"
     // as far as this member knows.
     let survivor = members[0].client().await;
-    backup_support::eventually(
-        "the survivor applied every write",
-        backup_support::READY_TIMEOUT,
-        || {
-            let mut survivor = survivor.clone();
-            async move {
-                let response = survivor
-                    .get(
-                        "key-",
-                        Some(GetOptions::new().with_serializable().with_count_only()),
-                    )
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let revision = response.header().map_or(0, |h| h.revision());
-                if revision == last {
-                    Ok(())
-                } else {
-                    Err(format!("at revision {revision}"))
-                }
+    eventually("the survivor applied every write", READY_TIMEOUT, || {
+        let mut survivor = survivor.clone();
+        async move {
+            let response = survivor
+                .get(
+                    "key-",
+                    Some(GetOptions::new().with_serializable().with_count_only()),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            let revision = response.header().map_or(0, |h| h.revision());
+            if revision == last {
+                Ok(())
+            } else {
+                Err(format!("at revision {revision}"))
             }
-        },
-    )
+        }
+    })
     .await
     .expect("survivor caught up");
-    for member in &mut members {
+    for member in members.iter_mut() {
         member.kill();
     }
 
@@ -106,7 +101,7 @@ async fn survivor_restore(size: usize) {
     cluster.metadata.uid = Some("uid".into());
     let addressing = MemberAddressing::new("main", "prod");
     let pod = restore_pod(&cluster, &addressing, "operator", 0, TOKEN, None);
-    let log = run_pod(&pod, &volume, &tools);
+    let log = run_pod(&pod, &volume, &tools, OPERATOR.as_ref());
     eprintln!("{log}");
 
     assert_eq!(
@@ -121,7 +116,7 @@ async fn survivor_restore(size: usize) {
         .collect();
     assert!(leftovers.is_empty(), "scratch files left: {leftovers:?}");
 
-    let restored = start_on(root.path(), "main-0", &volume.join("data")).await;
+    let restored = EtcdProcess::start_on(root.path(), "main-0", &volume.join("data")).await;
     let mut client = restored.client().await;
     assert_keys(&mut client, 0..KEYS).await;
     let header = client

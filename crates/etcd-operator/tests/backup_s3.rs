@@ -4,52 +4,21 @@
 //! verified download and restore with the pinned `etcdutl`, retention,
 //! a corrupted object refused, a wrong bucket reported clearly.
 
-mod backup_support;
-
-use std::collections::BTreeMap;
-use std::process::Command;
-
-use etcd_operator::api::{BackupDestination, S3Destination};
-use etcd_operator::backup::{BackupStore, keys};
-
-use backup_support::scenarios;
-use backup_support::server::ServerProcess;
-use backup_support::upstream_set;
+use etcd_operator::backup::BackupStore;
+use test_kit::backup_scenarios::{self as scenarios, s3_store as s3_store_at};
+use test_kit::object_store_server::{ServerProcess, bucket_server};
 
 const BUCKET: &str = "etcd-backups";
 
 /// gofakes3 with the bucket [`BUCKET`] created.
 async fn s3_server() -> ServerProcess {
-    ServerProcess::start("s3-server", |address, _| {
-        let mut command = Command::new(upstream_set("s3-server").join("s3-server"));
-        command.args(["-addr", address, "-buckets", BUCKET]);
-        command
-    })
-    .await
+    bucket_server("s3-server", BUCKET).await
 }
 
 /// The destination a user would write for this server, opened with the
 /// keys its Secret would hold.
 fn s3_store(server: &ServerProcess, bucket: &str) -> BackupStore {
-    let destination = BackupDestination {
-        s3: Some(S3Destination {
-            bucket: bucket.to_string(),
-            prefix: Some("etcd".to_string()),
-            endpoint: Some(server.url()),
-            region: None,
-            credentials_secret: Some("s3-credentials".to_string()),
-            force_path_style: true,
-        }),
-        ..BackupDestination::default()
-    };
-    let credentials = BTreeMap::from([
-        (keys::S3_ACCESS_KEY_ID.to_string(), "test".to_string()),
-        (
-            keys::S3_SECRET_ACCESS_KEY.to_string(),
-            "test-secret".to_string(),
-        ),
-    ]);
-    BackupStore::open(&destination, "prod", "main", &credentials).expect("s3 store")
+    s3_store_at(&server.url(), bucket, "prod", "main").expect("s3 store")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,6 @@
 //! server-side dry run (`dryRun=All`) unless it needs a stored object.
 //! Needs no root; takes about ten seconds.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,8 +21,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+use test_kit::TestResult;
+use test_kit::loopback::free_port;
 
 const NAMESPACE: &str = "admission";
 const OPERATOR: &str = env!("CARGO_BIN_EXE_etcd-operator");
@@ -85,10 +84,6 @@ impl Drop for Process {
     }
 }
 
-fn free_port() -> TestResult<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 fn flag(name: &str, value: impl AsRef<str>) -> String {
     format!("--{name}={}", value.as_ref())
 }
@@ -104,7 +99,7 @@ impl ApiServer {
     async fn start(dir: &Path) -> TestResult<Self> {
         let binaries = etcd_lab::upstream::Binaries::locate()?;
         let pki = etcd_lab::pki::Pki::ensure(&dir.join("pki"))?;
-        let (client_port, peer_port, api_port) = (free_port()?, free_port()?, free_port()?);
+        let (client_port, peer_port, api_port) = (free_port(), free_port(), free_port());
         let etcd_url = format!("http://127.0.0.1:{client_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
         let etcd = Process::start(

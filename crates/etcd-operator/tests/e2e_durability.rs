@@ -11,16 +11,16 @@
 //! the lab's node-monitor grace period of 20 s (when the test brings up its
 //! own lab).
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::{Harness, Identity, TestResult, tolerations, wait_for};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
+use test_kit::TestResult;
+use test_kit::e2e::{Harness, Identity, cluster_spec_with, tolerations};
+use test_kit::poll::wait_for;
 
 const NAME: &str = "durable";
 const PREFIX: &str = "/e2e/";
@@ -31,21 +31,25 @@ const TOLERATION_SECONDS: i64 = 20;
 
 #[test]
 fn members_keep_identity_and_data_through_pod_and_node_loss() {
-    common::run("durability", |h| Box::pin(scenario(h)));
+    test_kit::e2e::run("durability", env!("CARGO_BIN_EXE_etcd-operator"), |h| {
+        Box::pin(scenario(h))
+    });
 }
 
 async fn scenario(h: &mut Harness) -> TestResult {
-    h.create_cluster(
+    let started = Instant::now();
+    h.create_available(
         NAME,
-        json!({
-            "replicas": 3,
-            "storage": { "storageClassName": "lab-network", "size": "1Gi" },
-            "pod": { "tolerations": tolerations(TOLERATION_SECONDS) }
-        }),
+        cluster_spec_with(
+            3,
+            "lab-network",
+            json!({
+                "pod": { "tolerations": tolerations(TOLERATION_SECONDS) }
+            }),
+        ),
+        Duration::from_secs(240),
     )
     .await?;
-    let started = Instant::now();
-    h.wait_available(NAME, 3, Duration::from_secs(240)).await?;
     eprintln!("Available after {:?}", started.elapsed());
     let identity = h.identity().await?;
     eprintln!("identity {identity:x?}");

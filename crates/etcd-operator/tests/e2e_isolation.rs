@@ -27,17 +27,18 @@
 //!
 //! The CRDs and the bad objects are put back however the scenario ends.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Harness, TestResult, wait_for};
 use etcd_operator::api::{BackupPhase, EtcdBackup, EtcdBackupSchedule, EtcdCluster};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
+use test_kit::TestResult;
+use test_kit::conditions::{pod_ready, untyped_condition};
+use test_kit::e2e::{CRD_MANAGER, Harness, cluster_spec};
+use test_kit::poll::wait_for;
 
 const HEALTHY: &str = "healthy";
 const BAD: &str = "unreadable";
@@ -47,26 +48,22 @@ const UNKNOWN_POLICY: &str = "Archive";
 const BAD_SCHEDULE: &str = "unreadable-schedule";
 /// A backup whose status a newer operator wrote.
 const BAD_BACKUP: &str = "unreadable-backup";
-/// Field manager of the CRD in the end-to-end tests (`common::install_crd`).
-const CRD_MANAGER: &str = "e2e";
 
 #[test]
 fn an_unreadable_cluster_does_not_stop_the_others() {
-    common::run("isolation", |h| Box::pin(scenario(h)));
+    test_kit::e2e::run("isolation", env!("CARGO_BIN_EXE_etcd-operator"), |h| {
+        Box::pin(scenario(h))
+    });
 }
 
 async fn scenario(h: &mut Harness) -> TestResult {
     let started = Instant::now();
-    h.create_cluster(
+    h.create_available(
         HEALTHY,
-        json!({
-            "replicas": 1,
-            "storage": { "storageClassName": "lab-network", "size": "1Gi" }
-        }),
+        cluster_spec(1, "lab-network"),
+        Duration::from_secs(180),
     )
     .await?;
-    h.wait_available(HEALTHY, 1, Duration::from_secs(180))
-        .await?;
     stale_status_is_refused(h).await?;
 
     let outcome = with_unreadable_cluster(h).await;
@@ -178,9 +175,7 @@ async fn with_unreadable_cluster(h: &mut Harness) -> TestResult {
         Duration::from_secs(90),
         || async {
             Ok(pods.get_opt(&pod).await?.is_some_and(|p| {
-                p.uid() != before
-                    && p.metadata.deletion_timestamp.is_none()
-                    && common::pod_ready(&p)
+                p.uid() != before && p.metadata.deletion_timestamp.is_none() && pod_ready(&p)
             }))
         },
     )
@@ -192,24 +187,14 @@ async fn with_unreadable_cluster(h: &mut Harness) -> TestResult {
     h.check_keys("/isolation/", 10).await?;
     h.check_keys("/before/", 10).await?;
 
-    wait_for(
-        "a Warning Event UnreadableSpec on the bad object",
+    h.wait_warning_event(
+        BAD,
+        "UnreadableSpec",
+        "spec.storage.retentionPolicy",
         Duration::from_secs(30),
-        || async {
-            let events = h.events_about(BAD).await?;
-            Ok(events.iter().any(|e| {
-                e.type_.as_deref() == Some("Warning")
-                    && e.reason.as_deref() == Some("UnreadableSpec")
-                    && e.note
-                        .as_deref()
-                        .is_some_and(|n| n.contains("spec.storage.retentionPolicy"))
-            }))
-        },
     )
     .await?;
-    let condition = objects.get(BAD).await?.data["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Unreadable").cloned())
+    let condition = untyped_condition(&objects.get(BAD).await?, "Unreadable")
         .ok_or("no Unreadable condition on the bad object")?;
     eprintln!("condition on {BAD}: {condition}");
     if condition["status"] != "True" || condition["reason"] != "UnreadableSpec" {
@@ -362,21 +347,9 @@ async fn backups_go_on(h: &Harness) -> TestResult {
             untyped_of::<EtcdBackup>(h),
         ),
     ] {
-        wait_for(
-            &format!("a Warning Event {reason} on {name}"),
-            Duration::from_secs(30),
-            || async {
-                Ok(h.events_about(name).await?.iter().any(|e| {
-                    e.type_.as_deref() == Some("Warning")
-                        && e.reason.as_deref() == Some(reason)
-                        && e.note.as_deref().is_some_and(|n| n.contains(path))
-                }))
-            },
-        )
-        .await?;
-        let condition = objects.get(name).await?.data["status"]["conditions"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["type"] == "Unreadable").cloned())
+        h.wait_warning_event(name, reason, path, Duration::from_secs(30))
+            .await?;
+        let condition = untyped_condition(&objects.get(name).await?, "Unreadable")
             .ok_or(format!("no Unreadable condition on {name}"))?;
         if condition["reason"] != reason {
             return Err(format!("unexpected condition on {name}: {condition}").into());

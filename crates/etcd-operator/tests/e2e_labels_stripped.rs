@@ -7,16 +7,16 @@
 //! deleted (same UIDs), no Pod replaced; every acknowledged write is there
 //! at the end.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::writer::Writer;
-use common::{Harness, TestResult, wait_for};
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
+use test_kit::TestResult;
+use test_kit::e2e::{Harness, Identity, cluster_spec};
+use test_kit::poll::wait_for;
+use test_kit::writer::Writer;
 
 const NAME: &str = "labels";
 const PREFIX: &str = "/labels/";
@@ -33,22 +33,21 @@ const LABELS: [&str; 5] = [
 
 #[test]
 fn stripped_pvc_labels_come_back_and_nothing_is_replaced() {
-    common::run("labels", |h| Box::pin(scenario(h)));
+    test_kit::e2e::run("labels", env!("CARGO_BIN_EXE_etcd-operator"), |h| {
+        Box::pin(scenario(h))
+    });
 }
 
 async fn scenario(h: &mut Harness) -> TestResult {
-    h.create_cluster(
+    h.create_available(
         NAME,
-        json!({
-            "replicas": 3,
-            "storage": { "storageClassName": "lab-network", "size": "1Gi" },
-        }),
+        cluster_spec(3, "lab-network"),
+        Duration::from_secs(180),
     )
     .await?;
-    h.wait_available(NAME, 3, Duration::from_secs(180)).await?;
     let before = h.identity().await?;
     let claims = claims(h).await?;
-    let pods = pod_uids(h).await?;
+    let pods = h.pod_uids().await?;
     if claims.len() != 3 {
         return Err(format!("three PVCs expected: {claims:?}").into());
     }
@@ -58,7 +57,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
         }
     }
 
-    let writer = Writer::start(h.pods.clone(), PREFIX);
+    let writer = h.start_writer(PREFIX);
     let outcome = stripped_and_watched(h, &writer, &before, &claims, &pods).await;
     let ledger = writer.stop().await;
     outcome?;
@@ -109,20 +108,10 @@ async fn claims(h: &Harness) -> TestResult<Claims> {
         .collect())
 }
 
-async fn pod_uids(h: &Harness) -> TestResult<BTreeMap<String, String>> {
-    Ok(h.pods
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|p| (p.name_any(), p.metadata.uid.clone().unwrap_or_default()))
-        .collect())
-}
-
 async fn stripped_and_watched(
     h: &Harness,
     writer: &Writer,
-    before: &common::Identity,
+    before: &Identity,
     claims: &Claims,
     pods: &BTreeMap<String, String>,
 ) -> TestResult {
@@ -171,7 +160,7 @@ async fn stripped_and_watched(
                 relabelled.insert(name.clone(), stripped_at.elapsed());
             }
         }
-        let now_pods = pod_uids(h).await?;
+        let now_pods = h.pod_uids().await?;
         if &now_pods != pods {
             return Err(format!("member Pods changed: {pods:?} -> {now_pods:?}").into());
         }

@@ -18,18 +18,18 @@
 //! releases it; then member 4 is replaced and there are five voters again,
 //! with every key of A and B.
 
-mod common;
-
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::survivor::{Approval, NewestSurvivor, approval, newest_survivor, unreadable_survivors};
-use common::{Harness, TestResult, etcd_at, key, value, wait_for};
 use etcd_client::PutOptions;
-use k8s_openapi::api::core::v1::Node;
-use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
+use test_kit::TestResult;
+use test_kit::conditions::node_ready;
+use test_kit::e2e::{Harness, etcd_at, key, value};
+use test_kit::poll::wait_for;
+use test_kit::survivor::{
+    Approval, NewestSurvivor, approval, newest_survivor, unreadable_survivors,
+};
 
 const NAME: &str = "newest";
 const BATCH_A: &str = "/newest/a/";
@@ -42,7 +42,9 @@ const QUIET: Duration = Duration::from_secs(20);
 
 #[test]
 fn a_restore_waits_for_the_newest_survivor_and_keeps_every_other_survivor() {
-    common::run("newest", |h| Box::pin(scenario(h)));
+    test_kit::e2e::run("newest", env!("CARGO_BIN_EXE_etcd-operator"), |h| {
+        Box::pin(scenario(h))
+    });
 }
 
 async fn scenario(h: &mut Harness) -> TestResult {
@@ -94,13 +96,6 @@ async fn five_nodes(h: &mut Harness) -> TestResult<Vec<String>> {
     Ok(added)
 }
 
-fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 fn member(ordinal: usize) -> String {
     format!("{NAME}-{ordinal}")
 }
@@ -130,7 +125,7 @@ async fn losses_and_restore(h: &mut Harness, started: Instant) -> TestResult {
     if distinct.len() != MEMBERS {
         return Err(format!("RequiredPerNode, yet members share nodes: {nodes:?}").into());
     }
-    let claims = claim_uids(h).await?;
+    let claims = h.claim_uids().await?;
     h.write_keys(BATCH_A, KEYS).await?;
     eprintln!("{} batch A written; members on {nodes:?}", at());
 
@@ -189,7 +184,7 @@ async fn losses_and_restore(h: &mut Harness, started: Instant) -> TestResult {
     eprintln!("{} MajorityDataLost: {message}", at());
     h.patch_spec(NAME, json!({ "recovery": { "policy": "NewestSurvivor" } }))
         .await?;
-    let pods = pod_uids(h).await?;
+    let pods = h.pod_uids().await?;
     let quiet_until = Instant::now() + QUIET;
     while Instant::now() < quiet_until {
         let status = h.status(NAME).await?;
@@ -203,10 +198,10 @@ async fn losses_and_restore(h: &mut Harness, started: Instant) -> TestResult {
         if h.pods.get_opt(&format!("{NAME}-restore")).await?.is_some() {
             return Err("a restore Pod runs while the newest survivor is unreadable".into());
         }
-        if claim_uids(h).await? != claims {
+        if h.claim_uids().await? != claims {
             return Err("a PVC was deleted while the newest survivor is unreadable".into());
         }
-        let now = pod_uids(h).await?;
+        let now = h.pod_uids().await?;
         for ordinal in [3, 4] {
             if now.get(&member(ordinal)) != pods.get(&member(ordinal)) {
                 return Err(format!("the Pod of survivor {} was deleted", member(ordinal)).into());
@@ -260,18 +255,7 @@ async fn losses_and_restore(h: &mut Harness, started: Instant) -> TestResult {
         )
         .into());
     }
-    let token = h
-        .status(NAME)
-        .await?
-        .cluster_token
-        .ok_or("no cluster token")?;
-    if approve.incarnation != token {
-        return Err(format!(
-            "the approval names incarnation {}, status {token}",
-            approve.incarnation
-        )
-        .into());
-    }
+    h.check_approved_incarnation(NAME, &approve).await?;
     h.patch_spec(NAME, json!({ "recovery": approve.recovery() }))
         .await?;
     let approved = Instant::now();
@@ -301,7 +285,7 @@ async fn losses_and_restore(h: &mut Harness, started: Instant) -> TestResult {
         )
         .into());
     }
-    let now = claim_uids(h).await?;
+    let now = h.claim_uids().await?;
     for ordinal in [3, 4] {
         if now.get(&claim(ordinal)) != claims.get(&claim(ordinal)) {
             return Err(format!(
@@ -378,28 +362,6 @@ async fn kept_message(h: &Harness, member: &str) -> TestResult<String> {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-}
-
-/// Every PVC of the namespace: name -> UID.
-async fn claim_uids(h: &Harness) -> TestResult<BTreeMap<String, String>> {
-    Ok(h.pvcs
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|p| (p.name_any(), p.metadata.uid.clone().unwrap_or_default()))
-        .collect())
-}
-
-/// Every Pod of the namespace: name -> UID.
-async fn pod_uids(h: &Harness) -> TestResult<BTreeMap<String, String>> {
-    Ok(h.pods
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|p| (p.name_any(), p.metadata.uid.clone().unwrap_or_default()))
-        .collect())
 }
 
 async fn pod_ip(h: &Harness, ordinal: usize) -> TestResult<String> {

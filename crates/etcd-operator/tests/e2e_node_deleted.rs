@@ -10,12 +10,12 @@
 //! node in the same zone takes the deleted one's place: with node-local
 //! volumes two members never share a node, so the replacement needs it.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Harness, TestResult, wait_for};
 use serde_json::json;
+use test_kit::TestResult;
+use test_kit::e2e::{Harness, Identity, cluster_spec_with};
+use test_kit::poll::wait_for;
 
 const NAME: &str = "gone";
 const PREFIX: &str = "/gone/";
@@ -23,22 +23,20 @@ const KEYS: usize = 500;
 
 #[test]
 fn member_on_a_deleted_node_is_replaced() {
-    common::run("node-deleted", |h| Box::pin(scenario(h)));
+    test_kit::e2e::run("node-deleted", env!("CARGO_BIN_EXE_etcd-operator"), |h| {
+        Box::pin(scenario(h))
+    });
 }
 
 async fn scenario(h: &mut Harness) -> TestResult {
-    h.create_cluster(
-        NAME,
-        json!({
-            "replicas": 3,
-            "memberFailureTimeout": "5s",
-            "storage": { "storageClassName": "lab-local", "size": "1Gi" },
-        }),
-    )
-    .await?;
-    h.wait_available(NAME, 3, Duration::from_secs(180)).await?;
-    h.write_keys(PREFIX, KEYS).await?;
-    let before = h.identity().await?;
+    let before = h
+        .available_with_keys(
+            NAME,
+            cluster_spec_with(3, "lab-local", json!({ "memberFailureTimeout": "5s" })),
+            PREFIX,
+            KEYS,
+        )
+        .await?;
 
     let pod = format!("{NAME}-1");
     let node = h.node_of(&pod).await?;
@@ -71,7 +69,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
     outcome
 }
 
-async fn replaced(h: &Harness, pod: &str, old_id: u64, before: &common::Identity) -> TestResult {
+async fn replaced(h: &Harness, pod: &str, old_id: u64, before: &Identity) -> TestResult {
     let mut quorum_checks = 0;
     wait_for(
         "a new member of the same name, three voters",

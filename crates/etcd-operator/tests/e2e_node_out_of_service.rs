@@ -10,12 +10,13 @@
 //! The pods keep the default 300 s NotReady tolerations, so what moves the
 //! Pod is the taint, not an eviction.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Harness, TestResult, wait_for};
 use serde_json::json;
+use test_kit::TestResult;
+use test_kit::conditions::{node_condition, node_ready, pod_ready};
+use test_kit::e2e::{Harness, cluster_spec_with};
+use test_kit::poll::wait_for;
 
 const NAME: &str = "oos";
 const PREFIX: &str = "/oos/";
@@ -23,22 +24,20 @@ const KEYS: usize = 500;
 
 #[test]
 fn member_moves_with_its_network_volume_after_out_of_service() {
-    common::run("node-oos", |h| Box::pin(scenario(h)));
+    test_kit::e2e::run("node-oos", env!("CARGO_BIN_EXE_etcd-operator"), |h| {
+        Box::pin(scenario(h))
+    });
 }
 
 async fn scenario(h: &mut Harness) -> TestResult {
-    h.create_cluster(
-        NAME,
-        json!({
-            "replicas": 3,
-            "memberFailureTimeout": "5s",
-            "storage": { "storageClassName": "lab-network", "size": "1Gi" },
-        }),
-    )
-    .await?;
-    h.wait_available(NAME, 3, Duration::from_secs(180)).await?;
-    h.write_keys(PREFIX, KEYS).await?;
-    let before = h.identity().await?;
+    let before = h
+        .available_with_keys(
+            NAME,
+            cluster_spec_with(3, "lab-network", json!({ "memberFailureTimeout": "5s" })),
+            PREFIX,
+            KEYS,
+        )
+        .await?;
 
     // A node that holds exactly one member (soft anti-affinity spreads them).
     let mut victim = None;
@@ -104,15 +103,7 @@ async fn while_stopped(h: &Harness, pod: &str, node: &str, member_id: u64) -> Te
         h.one_pod_per_member().await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    let not_ready = h
-        .nodes
-        .get(node)
-        .await?
-        .status
-        .and_then(|s| s.conditions)
-        .unwrap_or_default()
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status != "True");
+    let not_ready = node_condition(&h.nodes.get(node).await?, "Ready").is_some_and(|s| s != "True");
     if !not_ready {
         return Err(format!("{node} is still Ready after being stopped").into());
     }
@@ -137,7 +128,7 @@ async fn while_stopped(h: &Harness, pod: &str, node: &str, member_id: u64) -> Te
                 .as_ref()
                 .and_then(|s| s.node_name.as_deref())
                 .is_some_and(|n| n != node);
-            Ok(elsewhere && common::pod_ready(&p) && p.metadata.deletion_timestamp.is_none())
+            Ok(elsewhere && pod_ready(&p) && p.metadata.deletion_timestamp.is_none())
         },
     )
     .await?;
@@ -170,16 +161,7 @@ async fn untaint(h: &Harness, node: &str) -> TestResult {
     wait_for(
         "the node to be Ready again",
         Duration::from_secs(90),
-        || async {
-            Ok(h.nodes
-                .get(node)
-                .await?
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True"))
-        },
+        || async { Ok(node_ready(&h.nodes.get(node).await?)) },
     )
     .await
 }

@@ -17,16 +17,11 @@
 //! restored revision) is measured and printed. Then a restore naming a
 //! corrupted backup is refused by the restore Pod before any member starts.
 
-mod backup_support;
-mod common;
-
 use std::collections::BTreeMap;
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Harness, TestResult, condition_true, wait_for};
 use etcd_client::{Client, GetOptions};
 use etcd_operator::api::{
     BackupPhase, EtcdBackup, EtcdBackupSchedule, EtcdClusterStatus, IncrementalBackupStatus,
@@ -35,6 +30,10 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::{Value, json};
+use test_kit::TestResult;
+use test_kit::e2e::{Harness, cluster_spec, etcd_at};
+use test_kit::object_store_server::{ServerProcess, try_bucket_server_at};
+use test_kit::poll::wait_for;
 
 const SOURCE: &str = "source";
 const RESTORED: &str = "restored";
@@ -47,42 +46,17 @@ const PREFIX: &str = "/orders/";
 
 #[test]
 fn continuous_backup_restores_into_a_new_cluster_after_majority_loss() {
-    common::run("backup", |h| Box::pin(scenario(h)));
+    test_kit::e2e::run("backup", env!("CARGO_BIN_EXE_etcd-operator"), |h| {
+        Box::pin(scenario(h))
+    });
 }
 
-/// The S3 server on the host address; killed when dropped.
-struct S3OnHost {
-    endpoint: String,
-    child: Child,
-}
-
-impl Drop for S3OnHost {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start_s3() -> TestResult<S3OnHost> {
+/// The S3 server on the host address, which pods and host processes both
+/// reach.
+async fn start_s3() -> TestResult<ServerProcess> {
     let port = TcpListener::bind((HOST_IP, 0))?.local_addr()?.port();
     let address = format!("{HOST_IP}:{port}");
-    let binary = backup_support::upstream_set("s3-server").join("s3-server");
-    let child = Command::new(&binary)
-        .args(["-addr", &address, "-buckets", BUCKET])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("start {}: {e}", binary.display()))?;
-    let server = S3OnHost {
-        endpoint: format!("http://{address}"),
-        child,
-    };
-    wait_for("the S3 server listens", Duration::from_secs(30), || async {
-        Ok(tokio::net::TcpStream::connect(&address).await.is_ok())
-    })
-    .await?;
-    Ok(server)
+    Ok(try_bucket_server_at("s3-server", &address, BUCKET).await?)
 }
 
 /// One acknowledged write.
@@ -105,7 +79,7 @@ fn spawn_writer(
         let mut n = 0usize;
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             if client.is_none() {
-                client = common::etcd_at(endpoints.clone()).await.ok();
+                client = etcd_at(endpoints.clone()).await.ok();
             }
             let Some(c) = client.as_mut() else {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -162,12 +136,12 @@ async fn cluster_endpoints(h: &Harness, cluster: &str) -> TestResult<Vec<String>
         .collect())
 }
 
-fn destination(s3: &S3OnHost) -> Value {
+fn destination(s3: &ServerProcess) -> Value {
     json!({
         "s3": {
             "bucket": BUCKET,
             "prefix": "etcd",
-            "endpoint": s3.endpoint,
+            "endpoint": s3.url(),
             "forcePathStyle": true,
             "credentialsSecret": "s3-credentials",
         }
@@ -210,16 +184,12 @@ async fn scenario(h: &mut Harness) -> TestResult {
         )
         .await?;
 
-    h.create_cluster(
+    h.create_available(
         SOURCE,
-        json!({
-            "replicas": 3,
-            "storage": { "storageClassName": "lab-network", "size": "1Gi" },
-        }),
+        cluster_spec(3, "lab-network"),
+        Duration::from_secs(180),
     )
     .await?;
-    h.wait_available(SOURCE, 3, Duration::from_secs(180))
-        .await?;
 
     // Continuous writes from here on, to every member.
     wait_for(
@@ -304,12 +274,8 @@ async fn scenario(h: &mut Harness) -> TestResult {
             .await?;
         h.lab.pod_kill(&h.namespace, &member, Some("etcd")).await?;
     }
-    wait_for(
-        "the source to lose its majority",
-        Duration::from_secs(120),
-        || async { Ok(condition_true(&h.status(SOURCE).await?, "MajorityDataLost")) },
-    )
-    .await?;
+    h.wait_condition(SOURCE, "MajorityDataLost", Duration::from_secs(120))
+        .await?;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.await?;
     let acked = acked.lock().map(|a| a.clone()).map_err(|e| e.to_string())?;
@@ -350,7 +316,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
         || async { Ok(cluster_endpoints(h, RESTORED).await?.len() == 3) },
     )
     .await?;
-    let mut client = common::etcd_at(cluster_endpoints(h, RESTORED).await?).await?;
+    let mut client = etcd_at(cluster_endpoints(h, RESTORED).await?).await?;
     let response = client
         .get(PREFIX, Some(GetOptions::new().with_prefix()))
         .await?;
@@ -424,7 +390,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
 
 /// A restore that names a corrupted backup fails in the restore Pod, says
 /// why, and never starts a member.
-async fn refused_corrupt_backup(h: &Harness, s3: &S3OnHost) -> TestResult {
+async fn refused_corrupt_backup(h: &Harness, s3: &ServerProcess) -> TestResult {
     let backups: Api<EtcdBackup> = Api::namespaced(h.client.clone(), &h.namespace);
     let full = backups.get("source-full").await?.status.unwrap_or_default();
     let location = full.location.ok_or("no location")?;
@@ -441,7 +407,7 @@ async fn refused_corrupt_backup(h: &Harness, s3: &S3OnHost) -> TestResult {
     // Overwrite the snapshot object with other bytes of the same kind.
     let store = object_store::aws::AmazonS3Builder::new()
         .with_bucket_name(BUCKET)
-        .with_endpoint(&s3.endpoint)
+        .with_endpoint(s3.url())
         .with_allow_http(true)
         .with_access_key_id("lab")
         .with_secret_access_key("lab-secret")

@@ -12,13 +12,13 @@
 //! restore carries on from `status.restore`. Every key the survivor held is
 //! there at the end.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::survivor::{approval, newest_survivor};
-use common::{Harness, TestResult, wait_for};
 use serde_json::json;
+use test_kit::TestResult;
+use test_kit::e2e::{Harness, cluster_spec};
+use test_kit::poll::wait_for;
+use test_kit::survivor::{approval, newest_survivor};
 
 const NAME: &str = "restore";
 const PREFIX: &str = "/restore/";
@@ -26,21 +26,15 @@ const KEYS: usize = 500;
 
 #[test]
 fn majority_loss_waits_for_approval_then_restores_from_the_survivor() {
-    common::run("restore", |h| Box::pin(scenario(h)));
+    test_kit::e2e::run("restore", env!("CARGO_BIN_EXE_etcd-operator"), |h| {
+        Box::pin(scenario(h))
+    });
 }
 
 async fn scenario(h: &mut Harness) -> TestResult {
-    h.create_cluster(
-        NAME,
-        json!({
-            "replicas": 3,
-            "storage": { "storageClassName": "lab-network", "size": "1Gi" },
-        }),
-    )
-    .await?;
-    h.wait_available(NAME, 3, Duration::from_secs(180)).await?;
-    h.write_keys(PREFIX, KEYS).await?;
-    let before = h.identity().await?;
+    let before = h
+        .available_with_keys(NAME, cluster_spec(3, "lab-network"), PREFIX, KEYS)
+        .await?;
     let revision_written = {
         let mut client = h.etcd().await?;
         client
@@ -84,18 +78,8 @@ async fn scenario(h: &mut Harness) -> TestResult {
         )
         .into());
     }
-    let token = h
-        .status(NAME)
-        .await?
-        .cluster_token
-        .ok_or("no cluster token")?;
-    if approve.incarnation != token {
-        return Err(format!(
-            "the approval names incarnation {}, status {token}",
-            approve.incarnation
-        )
-        .into());
-    }
+    h.check_approved_incarnation(NAME, &approve).await?;
+    let token = approve.incarnation.clone();
 
     // Nothing is touched while nobody approves the survivor: the
     // incarnation alone approves nothing.

@@ -7,20 +7,19 @@
 //! voter can be the poller's own timeout on two busy cores, so it fails on
 //! two consecutive polls below quorum and reports every single dip.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::writer::{Writer, ready_endpoints};
-use common::{Harness, TestResult, etcd_at};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::ResourceExt;
 use kube::api::ListParams;
 use serde_json::json;
+use test_kit::TestResult;
+use test_kit::e2e::{Harness, cluster_spec, etcd_at};
+use test_kit::writer::ready_endpoints;
 use tokio::sync::Mutex;
 
 const NAME: &str = "scale";
@@ -28,7 +27,9 @@ const PREFIX: &str = "/scale/";
 
 #[test]
 fn scaling_keeps_every_write_and_a_quorum() {
-    common::run("scale", |h| Box::pin(scenario(h)));
+    test_kit::e2e::run("scale", env!("CARGO_BIN_EXE_etcd-operator"), |h| {
+        Box::pin(scenario(h))
+    });
 }
 
 #[derive(Default, Debug)]
@@ -40,19 +41,16 @@ struct Watch {
 }
 
 async fn scenario(h: &mut Harness) -> TestResult {
-    h.create_cluster(
+    h.create_available(
         NAME,
-        json!({
-            "replicas": 3,
-            "storage": { "storageClassName": "lab-network", "size": "1Gi" },
-        }),
+        cluster_spec(3, "lab-network"),
+        Duration::from_secs(180),
     )
     .await?;
-    h.wait_available(NAME, 3, Duration::from_secs(180)).await?;
     let cluster_id = h.identity().await?.cluster_id;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = Writer::start(h.pods.clone(), PREFIX);
+    let writer = h.start_writer(PREFIX);
     let watch = Arc::new(Mutex::new(Watch::default()));
     let watcher = tokio::spawn(watch_quorum(h.pods.clone(), stop.clone(), watch.clone()));
 

@@ -7,12 +7,11 @@
 //! promote): same name, new member ID, same cluster ID, three voters, every
 //! key. The old member ID never serves again.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Harness, TestResult, wait_for};
-use serde_json::json;
+use test_kit::TestResult;
+use test_kit::e2e::{Harness, Identity, cluster_spec};
+use test_kit::poll::wait_for;
 
 const NAME: &str = "wiped";
 const PREFIX: &str = "/wiped/";
@@ -20,21 +19,15 @@ const KEYS: usize = 500;
 
 #[test]
 fn wiped_or_foreign_data_is_refused_and_the_member_replaced() {
-    common::run("volume-loss", |h| Box::pin(scenario(h)));
+    test_kit::e2e::run("volume-loss", env!("CARGO_BIN_EXE_etcd-operator"), |h| {
+        Box::pin(scenario(h))
+    });
 }
 
 async fn scenario(h: &mut Harness) -> TestResult {
-    h.create_cluster(
-        NAME,
-        json!({
-            "replicas": 3,
-            "storage": { "storageClassName": "lab-network", "size": "1Gi" },
-        }),
-    )
-    .await?;
-    h.wait_available(NAME, 3, Duration::from_secs(180)).await?;
-    h.write_keys(PREFIX, KEYS).await?;
-    let first = h.identity().await?;
+    let first = h
+        .available_with_keys(NAME, cluster_spec(3, "lab-network"), PREFIX, KEYS)
+        .await?;
 
     // 1. A wiped volume under a running member.
     let member = format!("{NAME}-1");
@@ -63,7 +56,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
 }
 
 /// Waits until `member` is a new voter; the old ID never serves meanwhile.
-async fn replaced(h: &Harness, member: &str, before: &common::Identity) -> TestResult {
+async fn replaced(h: &Harness, member: &str, before: &Identity) -> TestResult {
     let old_id = before.id_of(member).ok_or("member before")?;
     wait_for(
         &format!("{member} to be replaced by a new voter"),

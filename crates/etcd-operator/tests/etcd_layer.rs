@@ -5,22 +5,18 @@
 //! The etcd binary is the pinned build of `tools/build-upstream.sh`
 //! (`$ETCD_LAB_CACHE/upstream/etcd-3.6-<hash>/etcd`); `ETCD_BIN` overrides.
 
-use std::fs::File;
 use std::future::Future;
-use std::io::Write;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_operator::etcd::{
     ConnectSettings, ErrorCategory, EtcdAdmin, EtcdError, MemberHealth, ObservedEtcd, observe,
 };
+use nix::sys::signal::Signal;
+use test_kit::etcd_process::{EtcdProcess, LocalCluster, READY_TIMEOUT, initial_cluster};
+use test_kit::loopback::free_port;
+use test_kit::poll::eventually;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-/// Generous: the test machine may have two busy cores.
-const READY_TIMEOUT: Duration = Duration::from_secs(90);
 
 fn settings() -> ConnectSettings {
     ConnectSettings {
@@ -29,208 +25,26 @@ fn settings() -> ConnectSettings {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Finding the pinned etcd binary
-
-fn etcd_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("ETCD_BIN") {
-        return PathBuf::from(path);
-    }
-    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/etcd-3.6");
-    let mut pins = std::fs::read(tools.join("go.mod")).expect("tools/etcd-3.6/go.mod");
-    pins.extend(std::fs::read(tools.join("go.sum")).expect("tools/etcd-3.6/go.sum"));
-    let hash = sha256_hex(&pins);
-    let cache = std::env::var_os("ETCD_LAB_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/etcd-lab")
-        });
-    let binary = cache.join(format!("upstream/etcd-3.6-{}/etcd", &hash[..12]));
-    assert!(
-        binary.exists(),
-        "{} is missing: run tools/build-upstream.sh or set ETCD_BIN",
-        binary.display()
-    );
-    binary
+/// Starts `size` members as a new cluster and waits until it is healthy.
+async fn start_cluster(size: usize) -> LocalCluster {
+    let cluster = LocalCluster::spawn(size, &[]).unwrap_or_else(|e| panic!("{e}"));
+    cluster.wait_healthy().await;
+    cluster
 }
 
-/// The pin hash of build-upstream.sh (`sha256sum` of go.mod + go.sum).
-fn sha256_hex(data: &[u8]) -> String {
-    let mut child = Command::new("sha256sum")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("sha256sum");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(data)
-        .expect("write to sha256sum");
-    let output = child.wait_with_output().expect("sha256sum output");
-    String::from_utf8(output.stdout).expect("utf8")[..64].to_string()
+/// The etcd layer's view of a [`LocalCluster`].
+trait Layer {
+    fn admin(&self) -> EtcdAdmin;
+    async fn wait_healthy(&self);
 }
 
-/// A loopback port below the kernel's ephemeral range (32768+), so that no
-/// outgoing connection of a running etcd can take it between this check and
-/// the etcd that binds it; a counter keeps the tests of one run apart, the
-/// process id keeps concurrent runs apart.
-fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU16, Ordering};
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let base = 20_000 + (std::process::id() % 40) as u16 * 300;
-    loop {
-        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % 300;
-        let port = base + offset;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Real etcd processes
-
-/// One etcd member process; killed when dropped.
-struct EtcdMember {
-    name: String,
-    client_url: String,
-    peer_url: String,
-    data_dir: PathBuf,
-    log: PathBuf,
-    process: Option<Child>,
-}
-
-impl EtcdMember {
-    fn new(root: &Path, name: &str) -> Self {
-        Self {
-            name: name.to_string(),
-            client_url: format!("http://127.0.0.1:{}", free_port()),
-            peer_url: format!("http://127.0.0.1:{}", free_port()),
-            data_dir: root.join(name),
-            log: root.join(format!("{name}.log")),
-            process: None,
-        }
-    }
-
-    fn start(&mut self, initial_cluster: &str, state: &str, token: &str) {
-        assert!(self.process.is_none(), "{} already runs", self.name);
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .expect("log file");
-        let child = Command::new(etcd_binary())
-            .arg("--name")
-            .arg(&self.name)
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .args(["--listen-client-urls", &self.client_url])
-            .args(["--advertise-client-urls", &self.client_url])
-            .args(["--listen-peer-urls", &self.peer_url])
-            .args(["--initial-advertise-peer-urls", &self.peer_url])
-            .args(["--initial-cluster", initial_cluster])
-            .args(["--initial-cluster-state", state])
-            .args(["--initial-cluster-token", token])
-            .args(["--log-level", "warn"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start etcd");
-        self.process = Some(child);
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.process.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// SIGSTOP / SIGCONT: a frozen member accepts connections but never answers.
-    fn signal(&self, signal: &str) {
-        let pid = self.process.as_ref().expect("running").id();
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(pid.to_string())
-            .status()
-            .expect("kill");
-        assert!(status.success());
-    }
-
-    fn has_exited(&mut self) -> bool {
-        match self.process.as_mut() {
-            Some(child) => child.try_wait().ok().flatten().is_some(),
-            None => true,
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(15)..].join("\n")
-    }
-}
-
-impl Drop for EtcdMember {
-    fn drop(&mut self) {
-        if self.process.is_some() {
-            // A frozen process still dies on SIGKILL.
-            self.kill();
-        }
-    }
-}
-
-/// A cluster of real etcd processes in a temporary directory.
-struct EtcdCluster {
-    token: String,
-    members: Vec<EtcdMember>,
-    // Dropped last, after the processes are gone.
-    _dir: tempfile::TempDir,
-}
-
-impl EtcdCluster {
-    async fn start(size: usize) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let token = format!("test-{}", dir.path().display()).replace('/', "-");
-        let mut members: Vec<EtcdMember> = (0..size)
-            .map(|i| EtcdMember::new(dir.path(), &format!("m{i}")))
-            .collect();
-        let initial = initial_cluster(members.iter());
-        for member in &mut members {
-            member.start(&initial, "new", &token);
-        }
-        let cluster = Self {
-            token,
-            members,
-            _dir: dir,
-        };
-        cluster.wait_healthy().await;
-        cluster
-    }
-
-    fn dir(&self) -> &Path {
-        self._dir.path()
-    }
-
-    fn endpoints(&self) -> Vec<String> {
-        self.members.iter().map(|m| m.client_url.clone()).collect()
-    }
-
+impl Layer for LocalCluster {
     fn admin(&self) -> EtcdAdmin {
         EtcdAdmin::new(self.endpoints(), settings()).expect("endpoints")
     }
 
     async fn wait_healthy(&self) {
         let admin = self.admin();
-        let logs = || {
-            self.members
-                .iter()
-                .map(|m| format!("--- {}\n{}", m.name, m.log_tail()))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
         // Quorum alone is not enough: tests kill or freeze members, so every
         // member must have started and answer on its own.
         eventually(
@@ -248,33 +62,7 @@ impl EtcdCluster {
             },
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
-    }
-}
-
-fn initial_cluster<'a>(members: impl Iterator<Item = &'a EtcdMember>) -> String {
-    members
-        .map(|m| format!("{}={}", m.name, m.peer_url))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// Polls `check` until it returns `Ok`, or fails with the last error.
-async fn eventually<T, E, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T, String>
-where
-    E: std::fmt::Display,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        match check().await {
-            Ok(value) => return Ok(value),
-            Err(error) if Instant::now() >= deadline => {
-                return Err(format!("{what}: not reached within {timeout:?}: {error}"));
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.logs()));
     }
 }
 
@@ -317,7 +105,7 @@ async fn observe_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn member_list_status_and_health_of_a_healthy_cluster() -> TestResult {
-    let cluster = EtcdCluster::start(3).await;
+    let cluster = start_cluster(3).await;
     let admin = cluster.admin();
 
     let list = admin.member_list().await?;
@@ -379,10 +167,10 @@ async fn member_list_status_and_health_of_a_healthy_cluster() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn learner_is_added_started_and_promoted_once_caught_up() -> TestResult {
-    let mut cluster = EtcdCluster::start(3).await;
+    let mut cluster = start_cluster(3).await;
     let admin = cluster.admin();
 
-    let mut learner = EtcdMember::new(cluster.dir(), "m3");
+    let mut learner = EtcdProcess::new(cluster.dir(), "m3");
     // etcd accepts membership changes once every voter has been
     // connected for 5 s; a fresh cluster must wait for that.
     let added = until_safe("add learner", || {
@@ -417,7 +205,9 @@ async fn learner_is_added_started_and_promoted_once_caught_up() -> TestResult {
         learner.name,
         learner.peer_url
     );
-    learner.start(&initial, "existing", &cluster.token);
+    learner
+        .start(&initial, "existing", &cluster.token)
+        .expect("start the learner");
     let learner_url = learner.client_url.clone();
     cluster.members.push(learner);
 
@@ -462,7 +252,7 @@ async fn learner_is_added_started_and_promoted_once_caught_up() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn member_is_removed() -> TestResult {
-    let mut cluster = EtcdCluster::start(3).await;
+    let mut cluster = start_cluster(3).await;
     let admin = cluster.admin();
     let leader = admin.find_leader().await?;
     let list = admin.member_list().await?;
@@ -508,7 +298,7 @@ async fn member_is_removed() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_and_frozen_endpoints_are_skipped() -> TestResult {
-    let mut cluster = EtcdCluster::start(3).await;
+    let mut cluster = start_cluster(3).await;
     let admin = cluster.admin();
     let list = admin.member_list().await?;
     let id_of = |name: &str| list.members.iter().find(|m| m.name == name).map(|m| m.id);
@@ -545,12 +335,12 @@ async fn dead_and_frozen_endpoints_are_skipped() -> TestResult {
 
     // A frozen member accepts connections and never answers: bounded by
     // the request timeout, and the others still serve.
-    cluster.members[1].signal("STOP");
+    cluster.members[1].signal(Signal::SIGSTOP);
     let frozen_id = id_of("m1").ok_or("m1")?;
     let started = Instant::now();
     let observed = admin.observe().await;
     let elapsed = started.elapsed();
-    cluster.members[1].signal("CONT");
+    cluster.members[1].signal(Signal::SIGCONT);
     eprintln!("observe with one member dead and one frozen: {elapsed:?}");
     assert!(
         elapsed < settings().request_timeout * 3,
@@ -570,7 +360,7 @@ async fn dead_and_frozen_endpoints_are_skipped() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_loss_is_observed_not_an_error() -> TestResult {
-    let mut cluster = EtcdCluster::start(3).await;
+    let mut cluster = start_cluster(3).await;
     let admin = cluster.admin();
     let cluster_id = admin.cluster_id().await?;
     let survivor_url = cluster.members[2].client_url.clone();
@@ -633,7 +423,9 @@ async fn quorum_loss_is_observed_not_an_error() -> TestResult {
     let initial = initial_cluster(cluster.members.iter());
     let token = cluster.token.clone();
     for member in &mut cluster.members[..2] {
-        member.start(&initial, "new", &token);
+        member
+            .start(&initial, "new", &token)
+            .expect("start etcd again");
     }
     cluster.wait_healthy().await;
     let observed = observe_until(&cluster.endpoints(), "quorum back", |o| {
@@ -646,7 +438,7 @@ async fn quorum_loss_is_observed_not_an_error() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leadership_moves_to_the_chosen_member() -> TestResult {
-    let cluster = EtcdCluster::start(3).await;
+    let cluster = start_cluster(3).await;
     let admin = cluster.admin();
     let leader = admin.find_leader().await?;
     let list = admin.member_list().await?;
@@ -714,8 +506,8 @@ async fn nothing_reachable_is_an_observation_and_a_typed_error() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_of_another_cluster_is_reported_as_foreign() -> TestResult {
-    let cluster = EtcdCluster::start(3).await;
-    let stranger = EtcdCluster::start(1).await;
+    let cluster = start_cluster(3).await;
+    let stranger = start_cluster(1).await;
     let stranger_url = stranger.members[0].client_url.clone();
     let mut endpoints = cluster.endpoints();
     endpoints.push(stranger_url.clone());
@@ -733,7 +525,7 @@ async fn a_member_of_another_cluster_is_reported_as_foreign() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raft_log_advances_without_touching_the_keyspace() -> TestResult {
-    let cluster = EtcdCluster::start(3).await;
+    let cluster = start_cluster(3).await;
     let admin = cluster.admin();
     let leader = admin.find_leader().await?;
     let before = admin.status(&leader.endpoint).await?;
