@@ -28,8 +28,6 @@
 mod figures;
 #[path = "backup/fill.rs"]
 mod fill;
-#[path = "backup/processes.rs"]
-mod processes;
 #[path = "backup/restore.rs"]
 mod restore;
 #[path = "backup/rpo.rs"]
@@ -41,11 +39,19 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use etcd_operator::api::{BackupDestination, S3Destination};
-use etcd_operator::backup::{BackupStore, Credentials, keys};
-use figures::{BenchResult, RssSampler, env_u64, out_dir, runs};
-use processes::{BUCKET, EtcdCluster, S3Server};
+use etcd_operator::backup::BackupStore;
+use figures::{BenchResult, RssSampler};
 use serde_json::{Value, json};
+use test_kit::backup_scenarios::s3_store as s3_store_at;
+use test_kit::etcd_process::LocalCluster;
+use test_kit::figures::{env_u64, load_average, phase, runs, write_figures};
+use test_kit::loopback::free_port;
+use test_kit::object_store_server::try_bucket_server_at;
+
+/// Backend quota of the bench's members: far above the database it fills.
+const QUOTA_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+/// The bucket the S3 server creates at start.
+const BUCKET: &str = "etcd-backups";
 
 fn main() {
     let result = tokio::runtime::Runtime::new()
@@ -65,21 +71,17 @@ async fn bench() -> BenchResult {
     figures.insert("db_target_mib".into(), json!(db_mib));
     figures.insert("load_average_at_start".into(), json!(load_average()));
     let save = |figures: &BTreeMap<String, Value>| -> BenchResult {
-        let dir = out_dir();
-        std::fs::create_dir_all(&dir)?;
-        let path = dir.join("backup.json");
-        std::fs::write(&path, serde_json::to_string_pretty(figures)?)?;
-        eprintln!("figures written to {}", path.display());
-        Ok(())
+        write_figures("backup.json", figures).map(|_| ())
     };
-    let phase = |r: BenchResult<Value>| r.unwrap_or_else(|e| json!({ "error": e.to_string() }));
 
     let rss = RssSampler::start();
     let work = tempfile::Builder::new().prefix("backup-bench-").tempdir()?;
     let setup = async {
-        let server = S3Server::start(&work.path().join("s3-server.log")).await?;
-        let cluster = EtcdCluster::start(work.path()).await?;
-        let client = cluster.client().await?;
+        let address = format!("127.0.0.1:{}", free_port());
+        let server = try_bucket_server_at("s3-server", &address, BUCKET).await?;
+        let quota = format!("--quota-backend-bytes={QUOTA_BYTES}");
+        let cluster = LocalCluster::try_start_in(work.path(), 3, &[&quota]).await?;
+        let client = etcd_client::Client::connect(cluster.endpoints(), None).await?;
         BenchResult::Ok((server, cluster, client))
     }
     .await;
@@ -92,7 +94,7 @@ async fn bench() -> BenchResult {
     };
 
     eprintln!("=== filling to {db_mib} MiB");
-    let db = phase(fill::fill(&client, &cluster.endpoints, db_mib).await);
+    let db = phase(fill::fill(&client, &cluster.endpoints(), db_mib).await);
     eprintln!("db: {db}");
     let filled = db.get("error").is_none();
     figures.insert("db".into(), db);
@@ -102,8 +104,8 @@ async fn bench() -> BenchResult {
     }
 
     eprintln!("=== full backups beside etcdctl snapshot save");
-    let s3 = s3_store(&server.url, "main")?;
-    let full = phase(snapshot::measure(&cluster.endpoints, &s3, work.path(), runs, &rss).await);
+    let s3 = s3_store(&server.url(), "main")?;
+    let full = phase(snapshot::measure(&cluster.endpoints(), &s3, work.path(), runs, &rss).await);
     eprintln!("snapshot: {full}");
     figures.insert("snapshot".into(), full);
     save(&figures)?;
@@ -115,7 +117,7 @@ async fn bench() -> BenchResult {
     snapshot::delete_backups(&s3).await?;
     save(&figures)?;
 
-    let rpo_store = s3_store(&server.url, "rpo")?;
+    let rpo_store = s3_store(&server.url(), "rpo")?;
     let mut rpo = Vec::new();
     for interval in intervals() {
         eprintln!("=== RPO with {interval:?} segments");
@@ -124,7 +126,7 @@ async fn bench() -> BenchResult {
             duration: Duration::from_secs(env_u64("BENCH_BACKUP_RPO_S", 60)),
             writes_per_s: env_u64("BENCH_BACKUP_WRITES_PER_S", 1000),
         };
-        let measured = phase(rpo::measure(&client, &cluster.endpoints, &rpo_store, &load).await);
+        let measured = phase(rpo::measure(&client, &cluster.endpoints(), &rpo_store, &load).await);
         eprintln!("rpo: {measured}");
         rpo.push(measured);
         figures.insert("rpo".into(), json!(rpo));
@@ -137,7 +139,7 @@ async fn bench() -> BenchResult {
 /// The restore phase, with its inputs made again when the snapshot phase
 /// left none.
 async fn restore_phase(
-    cluster: &EtcdCluster,
+    cluster: &LocalCluster,
     s3: &BackupStore,
     work: &Path,
     runs: usize,
@@ -145,7 +147,7 @@ async fn restore_phase(
     if etcd_operator::backup::newest_backup(s3).await.is_err() {
         etcd_operator::backup::take_backup(
             s3,
-            &cluster.endpoints,
+            &cluster.endpoints(),
             snapshot::NAMESPACE,
             "main",
             &Default::default(),
@@ -154,37 +156,14 @@ async fn restore_phase(
     }
     let local = work.join("etcdctl.db");
     if !local.is_file() {
-        snapshot::etcdctl_snapshot(&cluster.endpoints[0], &local).await?;
+        snapshot::etcdctl_snapshot(&cluster.endpoints()[0], &local).await?;
     }
     restore::measure(s3, &local, work, runs).await
 }
 
 /// The S3 server as a user's destination, for cluster `cluster`.
 fn s3_store(url: &str, cluster: &str) -> BenchResult<BackupStore> {
-    let destination = BackupDestination {
-        s3: Some(S3Destination {
-            bucket: BUCKET.to_string(),
-            prefix: Some("etcd".to_string()),
-            endpoint: Some(url.to_string()),
-            region: None,
-            credentials_secret: Some("s3-credentials".to_string()),
-            force_path_style: true,
-        }),
-        ..BackupDestination::default()
-    };
-    let credentials = Credentials::from([
-        (keys::S3_ACCESS_KEY_ID.to_string(), "bench".to_string()),
-        (
-            keys::S3_SECRET_ACCESS_KEY.to_string(),
-            "bench-secret".to_string(),
-        ),
-    ]);
-    Ok(BackupStore::open(
-        &destination,
-        snapshot::NAMESPACE,
-        cluster,
-        &credentials,
-    )?)
+    Ok(s3_store_at(url, BUCKET, snapshot::NAMESPACE, cluster)?)
 }
 
 /// Segment intervals of the RPO runs (`BENCH_BACKUP_INTERVALS_S`).
@@ -195,14 +174,4 @@ fn intervals() -> Vec<Duration> {
         .filter_map(|s| s.trim().parse::<u64>().ok())
         .map(Duration::from_secs)
         .collect()
-}
-
-/// The 1-minute load average (the machine may be shared with builds).
-fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }

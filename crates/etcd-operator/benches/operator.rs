@@ -20,19 +20,26 @@
 //! sets the directory); a phase that fails records its error there instead
 //! of stopping the others.
 
-mod common;
-
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Harness, TestResult};
 use etcd_client::PutOptions;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::ListParams;
 use serde_json::{Value, json};
+use test_kit::TestResult;
+use test_kit::conditions::condition_true;
+use test_kit::e2e::operator::OperatorProcess;
+use test_kit::e2e::{Harness, cluster_spec, etcd_at, run_bench};
+use test_kit::etcd_process::{EtcdProcess, initial_cluster};
+use test_kit::figures::{
+    env_u64, median, phase, ratio_of_medians, rss_kib, runs, summary, write_figures,
+};
+use test_kit::loopback::free_port;
+use test_kit::poll::wait_for_every;
 
 /// Clusters of the idle figure.
 const IDLE_CLUSTERS: usize = 10;
@@ -40,26 +47,11 @@ const IDLE_CLUSTERS: usize = 10;
 const POLL: Duration = Duration::from_millis(200);
 /// How long quorum stays lost before the nodes (or processes) come back.
 const HOLD_LOST: Duration = Duration::from_secs(5);
+/// The cluster token of the etcd processes of the baseline.
+const TOKEN: &str = "bench";
 
 fn main() {
-    common::run(|h| Box::pin(bench(h)));
-}
-
-fn runs() -> usize {
-    env_number("BENCH_RUNS", 3).max(1)
-}
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn out_dir() -> PathBuf {
-    std::env::var_os("BENCH_OUT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench"))
+    run_bench(env!("CARGO_BIN_EXE_etcd-operator"), |h| Box::pin(bench(h)));
 }
 
 fn cluster_name(i: usize) -> String {
@@ -71,15 +63,8 @@ async fn bench(h: &mut Harness) -> TestResult {
     let mut figures = BTreeMap::<String, Value>::new();
     figures.insert("runs".into(), json!(runs));
     let save = |figures: &BTreeMap<String, Value>| -> TestResult {
-        let dir = out_dir();
-        std::fs::create_dir_all(&dir)?;
-        let path = dir.join("operator.json");
-        std::fs::write(&path, serde_json::to_string_pretty(figures)?)?;
-        eprintln!("figures written to {}", path.display());
-        Ok(())
+        write_figures("operator.json", figures).map(|_| ())
     };
-
-    let phase = |r: TestResult<Value>| r.unwrap_or_else(|e| json!({ "error": e.to_string() }));
 
     let create = phase(create_to_available(h, runs).await);
     eprintln!("create to Available: {create}");
@@ -90,13 +75,7 @@ async fn bench(h: &mut Harness) -> TestResult {
     eprintln!("etcd alone: {etcd}");
     let operator = phase(majority_loss(h, runs).await);
     eprintln!("operator: {operator}");
-    let ratio = match (
-        operator.get("median_s").and_then(Value::as_f64),
-        etcd.get("median_s").and_then(Value::as_f64),
-    ) {
-        (Some(o), Some(e)) if e > 0.0 => json!(o / e),
-        _ => Value::Null,
-    };
+    let ratio = ratio_of_medians(&operator, &etcd);
     figures.insert(
         "majority_loss".into(),
         json!({ "operator": operator, "etcd": etcd, "ratio": ratio }),
@@ -109,29 +88,8 @@ async fn bench(h: &mut Harness) -> TestResult {
     save(&figures)
 }
 
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    }
-}
-
-fn summary(samples: &[f64]) -> Value {
-    json!({ "samples_s": samples, "median_s": median(samples) })
-}
-
 fn spec() -> Value {
-    json!({
-        "replicas": 3,
-        "storage": { "storageClassName": "lab-network", "size": "1Gi" },
-    })
+    cluster_spec(3, "lab-network")
 }
 
 // ---------------------------------------------------------------------------
@@ -158,29 +116,18 @@ async fn create_to_available(h: &Harness, runs: usize) -> TestResult<Value> {
 
 async fn available(h: &Harness, name: &str) -> TestResult<bool> {
     let status = h.status(name).await?;
-    Ok(common::condition_true(&status, "Available")
+    Ok(condition_true(&status, "Available")
         && status.ready_members == 3
         && status.members.len() == 3)
 }
 
-async fn poll_until<F, Fut>(what: &str, timeout: Duration, mut check: F) -> TestResult
+/// Polls `check` every [`POLL`] until it says true.
+async fn poll_until<F, Fut>(what: &str, timeout: Duration, check: F) -> TestResult
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = TestResult<bool>>,
 {
-    let deadline = Instant::now() + timeout;
-    let mut last_error = String::new();
-    loop {
-        match check().await {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(error) => last_error = error.to_string(),
-        }
-        if Instant::now() > deadline {
-            return Err(format!("timed out waiting for {what} ({last_error})").into());
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    wait_for_every(what, timeout, POLL, check).await
 }
 
 // ---------------------------------------------------------------------------
@@ -192,7 +139,7 @@ async fn try_write(endpoints: Vec<String>) -> bool {
         return false;
     }
     let attempt = async {
-        let mut client = common::etcd_at(endpoints).await?;
+        let mut client = etcd_at(endpoints).await?;
         client
             .put("/bench/probe", "x", None::<PutOptions>)
             .await
@@ -327,25 +274,13 @@ async fn majority_loss(h: &Harness, runs: usize) -> TestResult<Value> {
 /// 3 etcd processes (the pinned 3.6 set, the version the clusters run) on
 /// loopback: 2 killed, quorum lost for the same hold, restarted back to back.
 async fn etcd_restart_to_write(runs: usize) -> TestResult<Value> {
-    let binary = etcd_lab::upstream::ETCD_3_6.dir().join("etcd");
-    if !binary.is_file() {
-        return Err(format!(
-            "{} is missing: run tools/build-upstream.sh",
-            binary.display()
-        )
-        .into());
-    }
     let dir = tempfile::tempdir()?;
-    let mut members: Vec<LocalEtcd> = (0..3)
-        .map(|i| LocalEtcd::new(dir.path(), i))
-        .collect::<TestResult<_>>()?;
-    let initial = members
-        .iter()
-        .map(|m| format!("{}={}", m.name, m.peer_url))
-        .collect::<Vec<_>>()
-        .join(",");
+    let mut members: Vec<EtcdProcess> = (0..3)
+        .map(|i| EtcdProcess::new(dir.path(), &format!("m{i}")))
+        .collect();
+    let initial = initial_cluster(&members);
     for member in &mut members {
-        member.start(&binary, &initial)?;
+        member.start(&initial, "new", TOKEN)?;
     }
     let endpoints: Vec<String> = members.iter().map(|m| m.client_url.clone()).collect();
     let all = || {
@@ -361,9 +296,9 @@ async fn etcd_restart_to_write(runs: usize) -> TestResult<Value> {
         }
         until_write_fails(Duration::from_secs(30), all).await?;
         tokio::time::sleep(HOLD_LOST).await;
-        members[victims[0]].start(&binary, &initial)?;
+        members[victims[0]].start(&initial, "new", TOKEN)?;
         let last_start = Instant::now();
-        members[victims[1]].start(&binary, &initial)?;
+        members[victims[1]].start(&initial, "new", TOKEN)?;
         let seconds = first_write(last_start, Duration::from_secs(60), all).await?;
         eprintln!("etcd run {run}: first write {seconds:.2} s after the last restart");
         samples.push(seconds);
@@ -380,78 +315,11 @@ async fn etcd_restart_to_write(runs: usize) -> TestResult<Value> {
     Ok(summary(&samples))
 }
 
-/// One etcd process on loopback; killed when dropped.
-struct LocalEtcd {
-    name: String,
-    client_url: String,
-    peer_url: String,
-    data_dir: PathBuf,
-    log: PathBuf,
-    child: Option<Child>,
-}
-
-impl LocalEtcd {
-    fn new(root: &Path, i: usize) -> TestResult<Self> {
-        Ok(Self {
-            name: format!("m{i}"),
-            client_url: format!("http://127.0.0.1:{}", free_port()?),
-            peer_url: format!("http://127.0.0.1:{}", free_port()?),
-            data_dir: root.join(format!("m{i}")),
-            log: root.join(format!("m{i}.log")),
-            child: None,
-        })
-    }
-
-    fn start(&mut self, binary: &Path, initial: &str) -> TestResult {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)?;
-        let child = Command::new(binary)
-            .args(["--name", &self.name])
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .args(["--listen-client-urls", &self.client_url])
-            .args(["--advertise-client-urls", &self.client_url])
-            .args(["--listen-peer-urls", &self.peer_url])
-            .args(["--initial-advertise-peer-urls", &self.peer_url])
-            .args(["--initial-cluster", initial])
-            .args(["--initial-cluster-state", "new"])
-            .args(["--initial-cluster-token", "bench"])
-            .args(["--log-level", "warn"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?;
-        self.child = Some(child);
-        Ok(())
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for LocalEtcd {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn free_port() -> TestResult<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 // ---------------------------------------------------------------------------
 // 3. Idle with 10 clusters
 
 /// A process killed when dropped.
-struct Killed(Child);
+struct Killed(std::process::Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -461,8 +329,8 @@ impl Drop for Killed {
 }
 
 async fn idle(h: &mut Harness) -> TestResult<Value> {
-    let settle = Duration::from_secs(env_number("BENCH_IDLE_SETTLE_SECONDS", 60) as u64);
-    let window = Duration::from_secs(env_number("BENCH_IDLE_SECONDS", 120) as u64);
+    let settle = Duration::from_secs(env_u64("BENCH_IDLE_SETTLE_SECONDS", 60));
+    let window = Duration::from_secs(env_u64("BENCH_IDLE_SECONDS", 120));
     for i in 0..IDLE_CLUSTERS {
         if h.clusters.get_opt(&cluster_name(i)).await?.is_none() {
             h.create_cluster(&cluster_name(i), spec()).await?;
@@ -491,7 +359,7 @@ async fn idle(h: &mut Harness) -> TestResult<Value> {
     // election as deployed.
     h.stop_operator();
     let work = tempfile::tempdir()?;
-    let port = free_port()?;
+    let port = free_port();
     let kubectl = etcd_lab::upstream::KUBERNETES.dir().join("kubectl");
     let proxy_log = work.path().join("proxy.log");
     let _proxy = Killed(
@@ -518,26 +386,19 @@ async fn idle(h: &mut Harness) -> TestResult<Value> {
         Ok(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
     })
     .await?;
-    let operator_log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&h.operator_log)?;
-    let operator = Killed(
-        Command::new(common::OPERATOR)
-            .args([
-                "run",
-                "--leader-election=true",
-                "--identity=bench",
-                "--metrics-address=127.0.0.1:0",
-            ])
-            .arg(format!("--lease-namespace={}", h.namespace))
-            .env("KUBECONFIG", &kubeconfig)
-            .env("RUST_LOG", "info,kube_runtime::controller=warn")
-            .stdout(Stdio::null())
-            .stderr(operator_log)
-            .spawn()?,
-    );
-    let pid = operator.0.id();
+    let operator = OperatorProcess::start_with(
+        h.operator_binary(),
+        &[
+            "run",
+            "--leader-election=true",
+            "--identity=bench",
+            "--metrics-address=127.0.0.1:0",
+            &format!("--lease-namespace={}", h.namespace),
+        ],
+        &kubeconfig,
+        &h.operator_log,
+    )?;
+    let pid = operator.id();
     tokio::time::sleep(settle).await;
 
     let requests_before = proxy_requests(&proxy_log)?;
@@ -628,14 +489,5 @@ fn cpu_ticks(pid: u32) -> TestResult<u64> {
 }
 
 fn rss_mib(pid: u32) -> TestResult<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .ok_or("no VmRSS")?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()?;
-    Ok(kib / 1024.0)
+    Ok(rss_kib(pid).ok_or("no VmRSS")? as f64 / 1024.0)
 }

@@ -27,39 +27,37 @@
 //! (`BENCH_OUT` sets the directory); a phase that fails records its error
 //! there instead of stopping the others.
 
-mod common;
 #[path = "replacement/etcd_alone.rs"]
 mod etcd_alone;
-#[path = "replacement/figures.rs"]
-mod figures;
 #[path = "replacement/fill.rs"]
 mod fill;
 #[path = "replacement/on_lab.rs"]
 mod on_lab;
 #[path = "replacement/probe.rs"]
 mod probe;
+#[path = "replacement/sizes.rs"]
+mod sizes;
 #[path = "replacement/trickle.rs"]
 mod trickle;
 
-use common::{Harness, TestResult};
 use kube::api::DeleteParams;
 use serde_json::{Value, json};
+use test_kit::TestResult;
+use test_kit::e2e::{Harness, run_bench};
+use test_kit::figures::{load_average, phase, ratio_of_medians, runs, write_figures};
 
 /// The bench's `EtcdCluster`.
 const CLUSTER: &str = "replace";
 
 fn main() {
-    common::run(|h| Box::pin(bench(h)));
+    run_bench(env!("CARGO_BIN_EXE_etcd-operator"), |h| Box::pin(bench(h)));
 }
 
 async fn bench(h: &mut Harness) -> TestResult {
-    let runs = figures::runs();
-    let sizes = figures::sizes_mib();
+    let runs = runs();
+    let sizes = sizes::sizes_mib();
     let mut results = Vec::new();
     let save = |results: &Vec<Value>| -> TestResult {
-        let dir = figures::out_dir();
-        std::fs::create_dir_all(&dir)?;
-        let path = dir.join("replacement.json");
         let figures = json!({
             "runs": runs,
             "sizes_mib": sizes,
@@ -67,31 +65,22 @@ async fn bench(h: &mut Harness) -> TestResult {
             "log_entries_after_fill": fill::LOG_ENTRIES,
             "sizes": results,
         });
-        std::fs::write(&path, serde_json::to_string_pretty(&figures)?)?;
-        eprintln!("figures written to {}", path.display());
-        Ok(())
+        write_figures("replacement.json", &figures).map(|_| ())
     };
-    let phase = |r: TestResult<Value>| r.unwrap_or_else(|e| json!({ "error": e.to_string() }));
 
     let mut cluster = on_lab::LabCluster::new(CLUSTER);
     for &size_mib in &sizes {
         eprintln!("=== {size_mib} MiB: operator on the lab");
-        let load_before = figures::load_average();
+        let load_before = load_average();
         let mut operator = phase(on_lab::measure(h, &mut cluster, size_mib, runs).await);
-        operator["load_average"] = json!([load_before, figures::load_average()]);
+        operator["load_average"] = json!([load_before, load_average()]);
         eprintln!("operator: {operator}");
         eprintln!("=== {size_mib} MiB: etcd alone");
-        let load_before = figures::load_average();
+        let load_before = load_average();
         let mut etcd = phase(etcd_alone::measure(size_mib, runs).await);
-        etcd["load_average"] = json!([load_before, figures::load_average()]);
+        etcd["load_average"] = json!([load_before, load_average()]);
         eprintln!("etcd alone: {etcd}");
-        let ratio = match (
-            operator.get("median_s").and_then(Value::as_f64),
-            etcd.get("median_s").and_then(Value::as_f64),
-        ) {
-            (Some(o), Some(e)) if e > 0.0 => json!(o / e),
-            _ => Value::Null,
-        };
+        let ratio = ratio_of_medians(&operator, &etcd);
         results.push(json!({
             "size_mib": size_mib,
             "operator": operator,

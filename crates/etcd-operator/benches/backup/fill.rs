@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use etcd_client::Client;
 use serde_json::{Value, json};
 
-use crate::figures::{BenchResult, mib, round3};
+use test_kit::figures::{mib, round3};
+
+use crate::figures::BenchResult;
 
 /// Bytes of each value.
 pub const VALUE_BYTES: usize = 1024 * 1024;

@@ -12,8 +12,11 @@ use std::time::Instant;
 use etcd_operator::backup::{BackupStore, download_backup, newest_backup};
 use serde_json::{Value, json};
 
-use crate::figures::{BenchResult, flush_disk, median, mib, round3};
-use crate::processes::{etcd_bin, free_port};
+use test_kit::figures::{mib, round3};
+use test_kit::loopback::free_port;
+use test_kit::upstream::built_etcd_bin;
+
+use crate::figures::{BenchResult, flush_disk, median};
 
 /// `runs` restores each way, from the backup in `s3` and the snapshot file
 /// `local_snapshot`.
@@ -77,7 +80,7 @@ pub async fn measure(
 /// checked, as by default).
 async fn etcdutl_restore(snapshot: &Path, data_dir: &Path) -> BenchResult {
     let peer = format!("http://127.0.0.1:{}", free_port());
-    let output = tokio::process::Command::new(etcd_bin("etcdutl")?)
+    let output = tokio::process::Command::new(built_etcd_bin("etcdutl")?)
         .args(["snapshot", "restore"])
         .arg(snapshot)
         .args(["--name", "r0"])

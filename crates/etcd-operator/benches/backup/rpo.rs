@@ -15,7 +15,9 @@ use etcd_operator::backup::{BackupStore, newest_backup, segment_chain};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use crate::figures::{BenchResult, median, mib, percentile, round3};
+use test_kit::figures::{mib, percentile, round3};
+
+use crate::figures::{BenchResult, median};
 
 /// Bytes of each value written.
 const VALUE_BYTES: usize = 100;

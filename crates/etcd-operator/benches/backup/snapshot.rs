@@ -14,7 +14,10 @@ use etcd_operator::backup::{
 use object_store::ObjectStoreExt;
 use serde_json::{Value, json};
 
-use crate::figures::{BenchResult, RssSampler, flush_disk, median, mib, round3};
+use test_kit::figures::{mib, round3};
+use test_kit::upstream::built_etcd_bin;
+
+use crate::figures::{BenchResult, RssSampler, flush_disk, median};
 
 /// Namespace and cluster recorded in the bench's backups.
 pub const NAMESPACE: &str = "bench";
@@ -131,7 +134,7 @@ async fn ours(
 /// `etcdctl snapshot save` of the member at `endpoint` into `file`.
 pub async fn etcdctl_snapshot(endpoint: &str, file: &Path) -> BenchResult {
     let _ = std::fs::remove_file(file);
-    let output = tokio::process::Command::new(crate::processes::etcd_bin("etcdctl")?)
+    let output = tokio::process::Command::new(built_etcd_bin("etcdctl")?)
         .args(["--endpoints", endpoint, "snapshot", "save"])
         .arg(file)
         .output()

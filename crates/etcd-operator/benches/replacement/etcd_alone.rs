@@ -5,15 +5,17 @@
 //! the leader's revision and index (etcd sending and applying a snapshot of
 //! the database) and is promoted; then until it also serves clients.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, MemberAddOptions, PutOptions};
 use serde_json::{Value, json};
+use test_kit::TestResult;
+use test_kit::e2e::etcd_at;
+use test_kit::etcd_process::{EtcdProcess, initial_cluster};
+use test_kit::figures::{mib, summary};
+use test_kit::poll::wait_for_every;
 
-use crate::common::{self, TestResult};
-use crate::figures::{mib, summary};
 use crate::fill::Filler;
 use crate::probe;
 use crate::trickle::Trickle;
@@ -25,21 +27,13 @@ const SETTLE: Duration = Duration::from_secs(6);
 
 /// The replacement figures of a `size_mib` database, `runs` times.
 pub async fn measure(size_mib: u64, runs: usize) -> TestResult<Value> {
-    let binary = etcd_lab::upstream::ETCD_3_6.dir().join("etcd");
-    if !binary.is_file() {
-        return Err(format!(
-            "{} is missing: run tools/build-upstream.sh",
-            binary.display()
-        )
-        .into());
-    }
     let dir = tempfile::tempdir()?;
-    let mut members: Vec<LocalEtcd> = (0..3)
-        .map(|i| LocalEtcd::new(dir.path(), &format!("m{i}")))
-        .collect::<TestResult<_>>()?;
+    let mut members: Vec<EtcdProcess> = (0..3)
+        .map(|i| local_etcd(dir.path(), &format!("m{i}")))
+        .collect();
     let initial = initial_cluster(&members);
     for member in &mut members {
-        member.start(&binary, &initial, "new")?;
+        member.start(&initial, "new", TOKEN)?;
     }
     let client = connect(&members).await?;
 
@@ -55,9 +49,7 @@ pub async fn measure(size_mib: u64, runs: usize) -> TestResult<Value> {
 
     let mut runs_done = Runs::default();
     for run in 0..runs {
-        if let Err(error) =
-            replace_one(&binary, dir.path(), &mut members, run, &mut runs_done).await
-        {
+        if let Err(error) = replace_one(dir.path(), &mut members, run, &mut runs_done).await {
             return Ok(runs_done.into_json(db_size, Some(error.to_string())));
         }
     }
@@ -94,9 +86,8 @@ impl Runs {
 }
 
 async fn replace_one(
-    binary: &Path,
     root: &Path,
-    members: &mut [LocalEtcd],
+    members: &mut [EtcdProcess],
     run: usize,
     runs: &mut Runs,
 ) -> TestResult {
@@ -115,7 +106,7 @@ async fn replace_one(
         .filter(|&i| i != victim)
         .map(|i| members[i].client_url.clone())
         .collect();
-    let mut client = common::etcd_at(survivors.clone()).await?;
+    let mut client = etcd_at(survivors.clone()).await?;
     let _trickle = Trickle::start(client.clone());
 
     remove_member(&mut client, ids[victim]).await?;
@@ -124,7 +115,7 @@ async fn replace_one(
     let snapshots_before = probe::snapshots_sent(&survivors).await?;
 
     let name = members[victim].name.clone();
-    let mut fresh = LocalEtcd::new(root, &name)?;
+    let mut fresh = local_etcd(root, &name);
     let started = Instant::now();
     let added = client
         .member_add(
@@ -133,17 +124,14 @@ async fn replace_one(
         )
         .await?;
     let id = added.member().ok_or("member add answered no member")?.id();
-    let mut others: Vec<&LocalEtcd> = members.iter().filter(|m| m.name != name).collect();
+    let mut others: Vec<&EtcdProcess> = members.iter().filter(|m| m.name != name).collect();
     others.push(&fresh);
-    let initial = others
-        .iter()
-        .map(|m| format!("{}={}", m.name, m.peer_url))
-        .collect::<Vec<_>>()
-        .join(",");
-    fresh.start(binary, &initial, "existing")?;
+    let initial = initial_cluster(others);
+    fresh.start(&initial, "existing", TOKEN)?;
     let timeout = Duration::from_secs(600);
+    let metrics_url = fresh.metrics_url.as_deref().ok_or("no metrics URL")?;
     until(timeout, || {
-        probe::applied_per_metrics(&fresh.metrics_url, id, target)
+        probe::applied_per_metrics(metrics_url, id, target)
     })
     .await?;
     let applied = started.elapsed().as_secs_f64();
@@ -198,33 +186,21 @@ async fn promote(mut client: Client, id: u64) -> TestResult<bool> {
 }
 
 /// Polls `check` until it says true; its errors only mean "not yet".
-async fn until<F, Fut>(timeout: Duration, mut check: F) -> TestResult
+async fn until<F, Fut>(timeout: Duration, check: F) -> TestResult
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = TestResult<bool>>,
 {
-    let deadline = Instant::now() + timeout;
-    let mut last_error = String::new();
-    loop {
-        match check().await {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(error) => last_error = error.to_string(),
-        }
-        if Instant::now() > deadline {
-            return Err(format!("not done within {timeout:?} ({last_error})").into());
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    wait_for_every("the replacement step", timeout, POLL, check).await
 }
 
 /// A client on every member, once a write succeeds.
-async fn connect(members: &[LocalEtcd]) -> TestResult<Client> {
+async fn connect(members: &[EtcdProcess]) -> TestResult<Client> {
     let endpoints: Vec<String> = members.iter().map(|m| m.client_url.clone()).collect();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let attempt = async {
-            let mut client = common::etcd_at(endpoints.clone()).await?;
+            let mut client = etcd_at(endpoints.clone()).await?;
             client.put("/bench/ready", "x", None::<PutOptions>).await?;
             TestResult::Ok(client)
         };
@@ -238,86 +214,20 @@ async fn connect(members: &[LocalEtcd]) -> TestResult<Client> {
     }
 }
 
-fn initial_cluster(members: &[LocalEtcd]) -> String {
-    members
-        .iter()
-        .map(|m| format!("{}={}", m.name, m.peer_url))
-        .collect::<Vec<_>>()
-        .join(",")
+/// A member of the baseline on fresh ports, with a metrics URL and the
+/// quota of the bench; its data dir is `root/<name>-<client port>`, apart
+/// from an earlier member of the same name.
+fn local_etcd(root: &Path, name: &str) -> EtcdProcess {
+    let member = EtcdProcess::new(root, name)
+        .with_metrics()
+        .with_args(&["--quota-backend-bytes", &QUOTA_BYTES.to_string()]);
+    let port = member.client_url.rsplit(':').next().unwrap_or_default();
+    let data_dir = root.join(format!("{name}-{port}"));
+    member.with_data_dir(&data_dir)
 }
 
-/// One etcd process on loopback; killed when dropped.
-struct LocalEtcd {
-    name: String,
-    client_url: String,
-    peer_url: String,
-    metrics_url: String,
-    data_dir: PathBuf,
-    log: PathBuf,
-    child: Option<Child>,
-}
-
-impl LocalEtcd {
-    /// A member on fresh ports; its data dir is `root/<name>-<client port>`.
-    fn new(root: &Path, name: &str) -> TestResult<Self> {
-        let client_port = free_port()?;
-        Ok(Self {
-            name: name.to_owned(),
-            client_url: format!("http://127.0.0.1:{client_port}"),
-            peer_url: format!("http://127.0.0.1:{}", free_port()?),
-            metrics_url: format!("http://127.0.0.1:{}", free_port()?),
-            data_dir: root.join(format!("{name}-{client_port}")),
-            log: root.join(format!("{name}-{client_port}.log")),
-            child: None,
-        })
-    }
-
-    fn start(&mut self, binary: &Path, initial: &str, state: &str) -> TestResult {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)?;
-        let child = Command::new(binary)
-            .args(["--name", &self.name])
-            .arg("--data-dir")
-            .arg(&self.data_dir)
-            .args(["--listen-client-urls", &self.client_url])
-            .args(["--advertise-client-urls", &self.client_url])
-            .args(["--listen-peer-urls", &self.peer_url])
-            .args(["--initial-advertise-peer-urls", &self.peer_url])
-            .args(["--listen-metrics-urls", &self.metrics_url])
-            .args(["--initial-cluster", initial])
-            .args(["--initial-cluster-state", state])
-            .args(["--initial-cluster-token", "bench-replacement"])
-            .args(["--quota-backend-bytes", &QUOTA_BYTES.to_string()])
-            .args(["--log-level", "warn"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?;
-        self.child = Some(child);
-        Ok(())
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for LocalEtcd {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
+/// The cluster token of the baseline's members.
+const TOKEN: &str = "bench-replacement";
 
 /// The backend quota of both sides of the bench (4 GiB: room for 1 GiB).
 pub const QUOTA_BYTES: i64 = 4 << 30;
-
-fn free_port() -> TestResult<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use etcd_client::{Client, PutOptions};
 use futures::future::try_join_all;
 
-use crate::common::TestResult;
+use test_kit::TestResult;
 
 /// Size of each fill value.
 pub const VALUE_BYTES: usize = 1 << 20;

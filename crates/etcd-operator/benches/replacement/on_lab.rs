@@ -14,9 +14,12 @@ use etcd_operator::addressing::{CLIENT_PORT, METRICS_PORT};
 use etcd_operator::api::MemberRole;
 use serde_json::{Value, json};
 
-use crate::common::{self, Harness, TestResult};
+use test_kit::TestResult;
+use test_kit::conditions::condition_true;
+use test_kit::e2e::{Harness, etcd_at};
+use test_kit::figures::{mib, summary};
+
 use crate::etcd_alone::QUOTA_BYTES;
-use crate::figures::{mib, summary};
 use crate::fill::Filler;
 use crate::probe::{self, Target};
 use crate::trickle::Trickle;
@@ -74,7 +77,7 @@ pub async fn measure(
         );
     }
     wait_available(h, cluster, Duration::from_secs(300)).await?;
-    let client = common::etcd_at(endpoints(h, cluster).await?).await?;
+    let client = etcd_at(endpoints(h, cluster).await?).await?;
     let filled = Instant::now();
     let db_size = cluster
         .filler
@@ -172,7 +175,7 @@ async fn replace_one(
         .map(|(_, e, _)| e.clone())
         .collect();
     let snapshots_before = probe::snapshots_sent(&survivors).await?;
-    let _trickle = Trickle::start(common::etcd_at(survivors.clone()).await?);
+    let _trickle = Trickle::start(etcd_at(survivors.clone()).await?);
 
     let claim = format!("data-{victim}");
     h.lab.volume_wipe(&h.namespace, &claim).await?;
@@ -251,7 +254,7 @@ impl Watch<'_> {
     /// the member applies a snapshot, so the start of a look would be too
     /// early for the later checks of the same look).
     async fn observe(&mut self, h: &Harness, wiped: Instant) -> TestResult {
-        let list = common::etcd_at(self.survivors.to_vec())
+        let list = etcd_at(self.survivors.to_vec())
             .await?
             .member_list()
             .await?;
@@ -328,7 +331,7 @@ async fn wait_available(h: &Harness, cluster: &LabCluster, timeout: Duration) ->
             .iter()
             .filter(|m| m.role == Some(MemberRole::Voter) && m.healthy)
             .count();
-        if common::condition_true(&status, "Available") && voters == REPLICAS {
+        if condition_true(&status, "Available") && voters == REPLICAS {
             return Ok(());
         }
         if Instant::now() > deadline {

@@ -7,7 +7,8 @@ use std::time::Duration;
 use etcd_client::StatusResponse;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::{self, TestResult};
+use test_kit::TestResult;
+use test_kit::e2e::etcd_at;
 
 /// Where the leader stood when a member was lost (writes stopped): the
 /// replacement has caught up once it has applied as far.
@@ -19,7 +20,7 @@ pub struct Target {
 
 /// The status of the member serving `endpoint`.
 pub async fn status_at(endpoint: &str) -> TestResult<StatusResponse> {
-    let mut client = common::etcd_at(vec![endpoint.to_owned()]).await?;
+    let mut client = etcd_at(vec![endpoint.to_owned()]).await?;
     Ok(client.status().await?)
 }
 
