@@ -15,13 +15,19 @@ use std::time::{Duration, Instant};
 use etcd_lab::upstream::{ETCD_SETS, KUBERNETES};
 use etcd_lab::{Lab, LabOptions};
 use serde_json::{Value, json};
+use test_kit::figures::{rss_kib, write_figures};
+use test_kit::lab_lock::LabLock;
+use test_kit::lab_test::stop_other_lab;
 
 const LAB_DIR: &str = "/var/lib/etcd-lab-bench";
 const IDLE_SAMPLE: Duration = Duration::from_secs(30);
-const LOCK: &str = "/run/etcd-lab-tests.lock";
+const ETCD_LAB: &str = env!("CARGO_BIN_EXE_etcd-lab");
 
 fn main() {
-    let _lock = lab_lock();
+    // Under the lock every lab test holds, a lab left up for reuse (one lab
+    // per machine) is stopped with its data kept, as the lab's tests do.
+    let _lock = LabLock::acquire();
+    stop_other_lab(Path::new(ETCD_LAB), Path::new(LAB_DIR));
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let mut figures = BTreeMap::<String, Value>::new();
     let mut builds = BTreeMap::<String, Value>::new();
@@ -38,7 +44,7 @@ fn main() {
     figures.insert("cold_build_s".into(), json!(builds));
     let options = LabOptions {
         lab_dir: Some(PathBuf::from(LAB_DIR)),
-        etcd_lab_binary: Some(PathBuf::from(env!("CARGO_BIN_EXE_etcd-lab"))),
+        etcd_lab_binary: Some(PathBuf::from(ETCD_LAB)),
         ..LabOptions::default()
     };
     let started = Instant::now();
@@ -55,7 +61,11 @@ fn main() {
     let cores = (after - before) as f64 / IDLE_SAMPLE.as_micros() as f64;
     println!("idle CPU of the lab: {:.1}% of one core", cores * 100.0);
     let pids = lab.cgroups().pids();
-    let rss_kib: u64 = pids.iter().map(|pid| rss_kib(*pid)).sum();
+    let rss_kib: u64 = pids
+        .iter()
+        .filter_map(|pid| u32::try_from(*pid).ok())
+        .map(|pid| rss_kib(pid).unwrap_or(0))
+        .sum();
     println!(
         "memory of the lab (sum of RSS): {} MiB in {} processes",
         rss_kib / 1024,
@@ -66,37 +76,7 @@ fn main() {
     figures.insert("idle_rss_mib".into(), json!(rss_kib / 1024));
     figures.insert("idle_processes".into(), json!(pids.len()));
     lab.down(false).expect("etcd-lab down");
-    let dir = std::env::var_os("BENCH_OUT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench"));
-    std::fs::create_dir_all(&dir).expect("bench output directory");
-    let path = dir.join("lab.json");
-    let text = serde_json::to_string_pretty(&figures).expect("figures as JSON");
-    std::fs::write(&path, text).expect("write lab.json");
-    println!("figures written to {}", path.display());
-}
-
-/// The lock every lab test holds; under it, a lab left up for reuse (one
-/// lab per machine) is stopped with its data kept, as the lab's tests do.
-fn lab_lock() -> std::fs::File {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(LOCK)
-        .expect("lab test lock file");
-    file.lock().expect("lab test lock");
-    if let Some(other) = etcd_lab::current::current()
-        && other != Path::new(LAB_DIR)
-    {
-        let status = std::process::Command::new(env!("CARGO_BIN_EXE_etcd-lab"))
-            .args(["down", "--keep-data"])
-            .env("ETCD_LAB_DIR", &other)
-            .status()
-            .expect("etcd-lab down");
-        assert!(status.success(), "stopping the lab at {}", other.display());
-    }
-    file
+    write_figures("lab.json", &figures).expect("write lab.json");
 }
 
 /// `usage_usec` of a cgroup's `cpu.stat` (always present in cgroup2).
@@ -107,17 +87,6 @@ fn cpu_usage_usec(group: &Path) -> u64 {
             text.lines()
                 .find_map(|l| l.strip_prefix("usage_usec "))
                 .and_then(|v| v.trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn rss_kib(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
 }

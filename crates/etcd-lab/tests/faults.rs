@@ -6,22 +6,23 @@
 //! `unreachable`/`not-ready` for 30s instead of the default 300s, so the
 //! evictions happen within a minute. Everything else is the lab's default.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{LabTest, container_pids, create_web, node_ready, pod_ready, process_state, wait_for};
 use etcd_lab::{Lab, LabOptions};
 use etcd_lab_node::network::PartitionKind;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::Api;
 use serde_json::json;
+use test_kit::conditions::{node_ready, pod_ready};
+use test_kit::lab_test::{LabTest, assert_nothing_left, container_pids, process_state};
+use test_kit::poll::wait_until;
+use test_kit::web::create_web;
 
 const LAB_DIR: &str = "/var/lib/etcd-lab-faults-test";
 
 #[test]
 fn faults_are_real_and_kubernetes_reacts_to_them() {
-    let test = LabTest::start(LAB_DIR);
+    let test = LabTest::start(LAB_DIR, env!("CARGO_BIN_EXE_etcd-lab"));
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let mut options: LabOptions = test.options();
@@ -64,7 +65,7 @@ fn faults_are_real_and_kubernetes_reacts_to_them() {
         "down: {}",
         String::from_utf8_lossy(&down.stderr)
     );
-    common::assert_nothing_left(&test.lab_dir);
+    assert_nothing_left(&test.lab_dir);
 }
 
 struct Ctx<'a> {
@@ -103,7 +104,7 @@ impl<'a> Ctx<'a> {
 
     async fn wait_node(&self, node: &str, ready: bool, timeout: Duration) {
         let what = format!("{node} {}", if ready { "Ready" } else { "NotReady" });
-        wait_for(&what, timeout, || async {
+        wait_until(&what, timeout, || async {
             let object = self.nodes.get(node).await.ok()?;
             (node_ready(&object) == ready).then_some(())
         })
@@ -127,7 +128,7 @@ impl<'a> Ctx<'a> {
             assert_eq!(process_state(*pid), Some('T'), "pid {pid} is stopped");
         }
         self.lab.node_thaw(&node).expect("thaw");
-        wait_for(
+        wait_until(
             "web-2 processes running again",
             Duration::from_secs(10),
             || {
@@ -160,7 +161,7 @@ impl<'a> Ctx<'a> {
             .await
             .expect("pod kill");
         assert!(killed > 0);
-        wait_for(
+        wait_until(
             "web-2 restarted after its process was killed",
             Duration::from_secs(60),
             || async {
@@ -209,7 +210,7 @@ impl<'a> Ctx<'a> {
         self.lab
             .node_partition(&node, PartitionKind::Peers)
             .expect("partition");
-        wait_for(
+        wait_until(
             "web-0 cut off from web-1",
             Duration::from_secs(30),
             || async {
@@ -224,7 +225,7 @@ impl<'a> Ctx<'a> {
             "web-1 keeps running while partitioned"
         );
         self.lab.node_heal(&node).expect("heal");
-        wait_for(
+        wait_until(
             "web-0 reaching web-1 again",
             Duration::from_secs(30),
             || async {
@@ -251,7 +252,7 @@ impl<'a> Ctx<'a> {
         // The node-lifecycle controller marks the pod not Ready, so its DNS
         // name leaves the headless Service: ask its address.
         let url = format!("http://{ip}:8080/first.txt");
-        wait_for(
+        wait_until(
             "web-1 serving while its node is cut from the API server",
             Duration::from_secs(20),
             || async { self.test.lab_get(&url).map(|_| ()) },
@@ -268,7 +269,7 @@ impl<'a> Ctx<'a> {
         self.wait_node(&node, false, Duration::from_secs(60)).await;
         // The unreachable toleration (30s) runs out: the pod is evicted and
         // stays Terminating while its node is down.
-        wait_for("web-1 evicted", Duration::from_secs(90), || async {
+        wait_until("web-1 evicted", Duration::from_secs(90), || async {
             let pod = self.pods.get("web-1").await.ok()?;
             pod.metadata.deletion_timestamp.map(|_| ())
         })
@@ -283,7 +284,7 @@ impl<'a> Ctx<'a> {
 
         self.lab.node_start(&node).expect("node start");
         self.wait_node(&node, true, Duration::from_secs(60)).await;
-        wait_for(
+        wait_until(
             "web-1 replaced and ready",
             Duration::from_secs(120),
             || async {
@@ -302,7 +303,7 @@ impl<'a> Ctx<'a> {
         let old_uid = self.uid_of("web-0").await;
         self.lab.node_stop(&node).expect("node stop");
         self.wait_node(&node, false, Duration::from_secs(60)).await;
-        wait_for("web-0 evicted", Duration::from_secs(90), || async {
+        wait_until("web-0 evicted", Duration::from_secs(90), || async {
             let pod = self.pods.get("web-0").await.ok()?;
             pod.metadata.deletion_timestamp.map(|_| ())
         })
@@ -311,7 +312,7 @@ impl<'a> Ctx<'a> {
             .node_taint_out_of_service(&node)
             .await
             .expect("taint");
-        wait_for(
+        wait_until(
             "the Terminating web-0 released",
             Duration::from_secs(90),
             || async {
@@ -395,7 +396,7 @@ async fn deleted_node(ctx: &Ctx<'_>, lab: &mut Lab) {
         "the Node object is deleted"
     );
     // PodGC removes the pods bound to a node that no longer exists.
-    wait_for(
+    wait_until(
         "web-2 of the deleted node gone",
         Duration::from_secs(120),
         || async {

@@ -4,23 +4,24 @@
 //! One lab per machine (fixed namespace and cgroup names): a single test
 //! drives the whole sequence, under the machine-wide lab test lock.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{LabTest, assert_nothing_left, container_pids, create_web, pod_ready, wait_for};
 use etcd_lab::Lab;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
+use test_kit::conditions::{node_ready, pod_ready};
+use test_kit::lab_test::{LabTest, assert_nothing_left, container_pids};
+use test_kit::poll::wait_until;
+use test_kit::web::create_web;
 
 const LAB_DIR: &str = "/var/lib/etcd-lab-test";
 
 #[test]
 fn lab_runs_a_stateful_workload_and_leaves_nothing_behind() {
-    let test = LabTest::start(LAB_DIR);
+    let test = LabTest::start(LAB_DIR, env!("CARGO_BIN_EXE_etcd-lab"));
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let started = Instant::now();
@@ -58,7 +59,7 @@ async fn check_nodes(lab: &Lab) {
                     .get("topology.kubernetes.io/zone")
                     .cloned()
                     .unwrap_or_default(),
-                common::node_ready(n),
+                node_ready(n),
             )
         })
         .collect();
@@ -83,7 +84,7 @@ async fn check_statefulset(test: &LabTest, lab: &Lab) {
 
     // Every pod reaches every pod by its DNS name, from inside its own namespace.
     for i in 0..3 {
-        wait_for(
+        wait_until(
             &format!("web-{i} reaching its peers"),
             Duration::from_secs(60),
             || async move {
@@ -106,7 +107,7 @@ async fn check_statefulset(test: &LabTest, lab: &Lab) {
     pods.delete("web-0", &DeleteParams::default())
         .await
         .expect("delete web-0");
-    wait_for("web-0 replaced and ready", Duration::from_secs(180), || {
+    wait_until("web-0 replaced and ready", Duration::from_secs(180), || {
         let pods = pods.clone();
         let first_uid = first_uid.clone();
         async move {
@@ -135,7 +136,7 @@ async fn check_statefulset(test: &LabTest, lab: &Lab) {
         )
         .expect("kill");
     }
-    wait_for(
+    wait_until(
         "web-1 restarted and ready",
         Duration::from_secs(120),
         || {

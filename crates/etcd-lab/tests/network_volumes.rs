@@ -10,17 +10,16 @@
 //! since the pod left the deleted node (PodGC), so that case takes about
 //! 7 minutes and is `#[ignore]`d in the default run (`--ignored` runs it).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{LabTest, wait_for};
 use etcd_lab::Lab;
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
+use test_kit::lab_test::{LabTest, assert_nothing_left};
+use test_kit::poll::wait_until;
 
 const LAB_DIR: &str = "/var/lib/etcd-lab-network-volumes-test";
 const NS: &str = "default";
@@ -52,7 +51,7 @@ fn a_network_volume_moves_only_after_its_stopped_node_is_deleted() {
 /// lab-node-3 must not start (the volume is still attached to the stopped
 /// node) until the stopped node is released.
 fn volume_is_attached_to_one_node_at_a_time(release: Release, release_timeout: Duration) {
-    let test = LabTest::start(LAB_DIR);
+    let test = LabTest::start(LAB_DIR, env!("CARGO_BIN_EXE_etcd-lab"));
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let mut lab = Lab::up(test.options()).await.expect("etcd-lab up");
@@ -95,7 +94,7 @@ fn volume_is_attached_to_one_node_at_a_time(release: Release, release_timeout: D
         "down: {}",
         String::from_utf8_lossy(&down.stderr)
     );
-    common::assert_nothing_left(&test.lab_dir);
+    assert_nothing_left(&test.lab_dir);
 }
 
 async fn create_claim(client: &kube::Client, name: &str) {
@@ -146,7 +145,7 @@ fn phase(pod: &Pod) -> String {
 }
 
 async fn wait_running(pods: &Api<Pod>, name: &str, timeout: Duration) {
-    wait_for(&format!("{name} running"), timeout, || async {
+    wait_until(&format!("{name} running"), timeout, || async {
         let pod = pods.get(name).await.ok()?;
         (phase(&pod) == "Running").then_some(())
     })
@@ -159,7 +158,7 @@ async fn wait_running(pods: &Api<Pod>, name: &str, timeout: Duration) {
 async fn wait_multi_attach(client: &kube::Client, pod: &str) {
     let events: Api<Event> = Api::namespaced(client.clone(), NS);
     let selector = format!("involvedObject.name={pod}");
-    wait_for(
+    wait_until(
         &format!("Multi-Attach reported for {pod}"),
         Duration::from_secs(60),
         || async {
@@ -196,7 +195,7 @@ async fn check_data(lab: &Lab, claim: &str, first: &str) {
     let dir = lab.volume_dir(NS, claim).await.expect("volume dir");
     let second = first.replace("first", "second");
     let mut seen = String::new();
-    wait_for(
+    wait_until(
         &format!("{second} reading {claim}"),
         Duration::from_secs(30),
         || {
