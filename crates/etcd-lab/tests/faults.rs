@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, 
 use kube::Api;
 use serde_json::json;
 use test_kit::conditions::{node_ready, pod_ready};
-use test_kit::lab_test::{LabTest, assert_nothing_left, container_pids, process_state};
+use test_kit::lab_test::{LabTest, container_pids, process_state};
 use test_kit::poll::wait_until;
 use test_kit::web::create_web;
 
@@ -59,13 +59,7 @@ fn faults_are_real_and_kubernetes_reacts_to_them() {
         deleted_node(&ctx, &mut lab).await;
     });
     drop(runtime);
-    let down = test.cli(&["down"]);
-    assert!(
-        down.status.success(),
-        "down: {}",
-        String::from_utf8_lossy(&down.stderr)
-    );
-    assert_nothing_left(&test.lab_dir);
+    test.down_leaves_nothing();
 }
 
 struct Ctx<'a> {

@@ -13,7 +13,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
 use test_kit::conditions::{node_ready, pod_ready};
-use test_kit::lab_test::{LabTest, assert_nothing_left, container_pids};
+use test_kit::lab_test::{LabTest, container_pids};
 use test_kit::poll::wait_until;
 use test_kit::web::create_web;
 
@@ -36,13 +36,7 @@ fn lab_runs_a_stateful_workload_and_leaves_nothing_behind() {
         check_statefulset(&test, &lab).await;
     });
     drop(runtime);
-    let down = test.cli(&["down"]);
-    assert!(
-        down.status.success(),
-        "down: {}",
-        String::from_utf8_lossy(&down.stderr)
-    );
-    assert_nothing_left(&test.lab_dir);
+    test.down_leaves_nothing();
 }
 
 async fn check_nodes(lab: &Lab) {

@@ -18,7 +18,7 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
-use test_kit::lab_test::{LabTest, assert_nothing_left};
+use test_kit::lab_test::LabTest;
 use test_kit::poll::wait_until;
 
 const LAB_DIR: &str = "/var/lib/etcd-lab-network-volumes-test";
@@ -88,13 +88,7 @@ fn volume_is_attached_to_one_node_at_a_time(release: Release, release_timeout: D
         check_data(&lab, "vol-1", "first-1").await;
     });
     drop(runtime);
-    let down = test.cli(&["down"]);
-    assert!(
-        down.status.success(),
-        "down: {}",
-        String::from_utf8_lossy(&down.stderr)
-    );
-    assert_nothing_left(&test.lab_dir);
+    test.down_leaves_nothing();
 }
 
 async fn create_claim(client: &kube::Client, name: &str) {

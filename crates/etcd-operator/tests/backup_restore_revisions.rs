@@ -10,17 +10,16 @@
 
 use std::time::Duration;
 
-use etcd_client::GetOptions;
-use etcd_operator::api::{BackupSource, EtcdCluster, EtcdClusterSpec};
+use etcd_operator::api::BackupSource;
 use etcd_operator::backup::incremental::{IncrementalOptions, fixed_endpoints, spawn};
 use etcd_operator::pod_contract::REVISION_BUMP;
-use etcd_operator::resources::MemberAddressing;
-use etcd_operator::resources::restore::restore_pod;
 
 use test_kit::backup_scenarios::{backup_of, local_destination, local_store};
 use test_kit::etcd_process::{EtcdProcess, LocalCluster as SourceCluster};
-use test_kit::restore_checks::{assert_compacted_read, assert_compacted_watch, assert_keys, write};
-use test_kit::restore_pod::run_pod;
+use test_kit::restore_checks::{
+    assert_compacted_read, assert_compacted_watch, assert_keys, revision_now, write,
+};
+use test_kit::restore_pod::{restore_pod_of_main, run_pod};
 
 const TOKEN: &str = "main-restored-r1";
 const OPERATOR: &str = env!("CARGO_BIN_EXE_etcd-operator");
@@ -32,10 +31,6 @@ async fn restore(root: &std::path::Path) -> EtcdProcess {
     let tools = root.join("tools");
     std::fs::create_dir_all(&volume).expect("volume");
     std::fs::create_dir_all(&tools).expect("tools");
-    let mut cluster = EtcdCluster::new("main", EtcdClusterSpec::default());
-    cluster.metadata.namespace = Some("prod".into());
-    cluster.metadata.uid = Some("uid".into());
-    let addressing = MemberAddressing::new("main", "prod");
     let source = BackupSource {
         destination: local_destination(root),
         cluster_name: None,
@@ -43,7 +38,7 @@ async fn restore(root: &std::path::Path) -> EtcdProcess {
         backup_name: None,
         revision: None,
     };
-    let pod = restore_pod(&cluster, &addressing, "operator", 0, TOKEN, Some(source));
+    let pod = restore_pod_of_main(TOKEN, Some(source));
     eprintln!("{}", run_pod(&pod, &volume, &tools, OPERATOR.as_ref()));
     EtcdProcess::start_on(root, "main-0", &volume.join("data")).await
 }
@@ -56,13 +51,7 @@ async fn assert_no_old_revision(
 ) {
     let mut client = restored.client().await;
     assert_keys(&mut client, keys).await;
-    let header = client
-        .get("key-", Some(GetOptions::new().with_count_only()))
-        .await
-        .expect("get")
-        .header()
-        .expect("header")
-        .revision();
+    let header = revision_now(&mut client).await;
     let bump = i64::try_from(REVISION_BUMP).expect("bump");
     assert!(
         header > last,

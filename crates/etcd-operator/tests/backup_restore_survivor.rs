@@ -11,15 +11,14 @@
 //! `REVISION_BUMP` after the survivor's. No mocks.
 
 use etcd_client::GetOptions;
-use etcd_operator::api::{EtcdCluster, EtcdClusterSpec};
 use etcd_operator::pod_contract::REVISION_BUMP;
-use etcd_operator::resources::MemberAddressing;
-use etcd_operator::resources::restore::restore_pod;
 
 use test_kit::etcd_process::{EtcdProcess, LocalCluster, READY_TIMEOUT};
 use test_kit::poll::eventually;
-use test_kit::restore_checks::{assert_compacted_read, assert_compacted_watch, assert_keys, write};
-use test_kit::restore_pod::{copy_tree, db_revision, run_pod, tree_digest};
+use test_kit::restore_checks::{
+    assert_compacted_read, assert_compacted_watch, assert_keys, revision_now, write,
+};
+use test_kit::restore_pod::{copy_tree, db_revision, restore_pod_of_main, run_pod, tree_digest};
 
 const TOKEN: &str = "main-restored-r1";
 const OPERATOR: &str = env!("CARGO_BIN_EXE_etcd-operator");
@@ -96,11 +95,7 @@ async fn survivor_restore(size: usize) {
     std::fs::create_dir_all(&tools).expect("tools dir");
     copy_tree(&survivor_dir, &volume.join("data"));
     let original = tree_digest(&volume.join("data"));
-    let mut cluster = EtcdCluster::new("main", EtcdClusterSpec::default());
-    cluster.metadata.namespace = Some("prod".into());
-    cluster.metadata.uid = Some("uid".into());
-    let addressing = MemberAddressing::new("main", "prod");
-    let pod = restore_pod(&cluster, &addressing, "operator", 0, TOKEN, None);
+    let pod = restore_pod_of_main(TOKEN, None);
     let log = run_pod(&pod, &volume, &tools, OPERATOR.as_ref());
     eprintln!("{log}");
 
@@ -119,13 +114,7 @@ async fn survivor_restore(size: usize) {
     let restored = EtcdProcess::start_on(root.path(), "main-0", &volume.join("data")).await;
     let mut client = restored.client().await;
     assert_keys(&mut client, 0..KEYS).await;
-    let header = client
-        .get("key-", Some(GetOptions::new().with_count_only()))
-        .await
-        .expect("get")
-        .header()
-        .expect("header")
-        .revision();
+    let header = revision_now(&mut client).await;
     let bump = i64::try_from(REVISION_BUMP).expect("bump");
     assert_eq!(
         header,

@@ -54,6 +54,17 @@ impl LabTest {
         }
     }
 
+    /// `etcd-lab down` succeeds and leaves nothing behind.
+    pub fn down_leaves_nothing(&self) {
+        let down = self.cli(&["down"]);
+        assert!(
+            down.status.success(),
+            "down: {}",
+            String::from_utf8_lossy(&down.stderr)
+        );
+        assert_nothing_left(&self.lab_dir);
+    }
+
     /// Runs `etcd-lab <args>` on this lab.
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
         etcd_lab_cli(&self.etcd_lab, &self.lab_dir, args)

@@ -26,6 +26,17 @@ pub fn value(i: usize) -> String {
     format!("value-{i}")
 }
 
+/// The store revision the member answers at now.
+pub async fn revision_now(client: &mut Client) -> i64 {
+    client
+        .get("key-", Some(GetOptions::new().with_count_only()))
+        .await
+        .expect("get")
+        .header()
+        .expect("header")
+        .revision()
+}
+
 /// A read at `revision` is refused as compacted.
 pub async fn assert_compacted_read(client: &mut Client, revision: i64) {
     let error = client

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+#[cfg(feature = "operator")]
+use etcd_operator::api::{BackupSource, EtcdCluster, EtcdClusterSpec};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use sha2::{Digest, Sha256};
 
@@ -71,6 +73,25 @@ pub fn db_revision(db: &Path, scratch: &Path) -> i64 {
     );
     let status: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
     status["revision"].as_i64().expect("revision")
+}
+
+/// The restore Pod the operator builds for member 0 of cluster
+/// `prod/main` in incarnation `token`, from `source` or (none) from the
+/// survivor's own data on the volume.
+#[cfg(feature = "operator")]
+pub fn restore_pod_of_main(token: &str, source: Option<BackupSource>) -> Pod {
+    let mut cluster = EtcdCluster::new("main", EtcdClusterSpec::default());
+    cluster.metadata.namespace = Some("prod".into());
+    cluster.metadata.uid = Some("uid".into());
+    let addressing = etcd_operator::resources::MemberAddressing::new("main", "prod");
+    etcd_operator::resources::restore::restore_pod(
+        &cluster,
+        &addressing,
+        "operator",
+        0,
+        token,
+        source,
+    )
 }
 
 /// Runs the restore Pod's init containers, then its containers, each as

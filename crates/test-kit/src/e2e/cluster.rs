@@ -46,6 +46,20 @@ pub fn tolerations(seconds: i64) -> Value {
     ])
 }
 
+/// Every object `api` lists: name -> UID.
+async fn uids<K>(api: &Api<K>) -> TestResult<BTreeMap<String, String>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|o| (o.name_any(), o.meta().uid.clone().unwrap_or_default()))
+        .collect())
+}
+
 impl Harness {
     /// Creates an `EtcdCluster` named `name` with this spec.
     pub async fn create_cluster(&self, name: &str, spec: Value) -> TestResult {
@@ -166,26 +180,12 @@ impl Harness {
 
     /// Every Pod of the namespace: name -> UID.
     pub async fn pod_uids(&self) -> TestResult<BTreeMap<String, String>> {
-        Ok(self
-            .pods
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .map(|p| (p.name_any(), p.metadata.uid.clone().unwrap_or_default()))
-            .collect())
+        uids(&self.pods).await
     }
 
     /// Every PVC of the namespace: name -> UID.
     pub async fn claim_uids(&self) -> TestResult<BTreeMap<String, String>> {
-        Ok(self
-            .pvcs
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .map(|p| (p.name_any(), p.metadata.uid.clone().unwrap_or_default()))
-            .collect())
+        uids(&self.pvcs).await
     }
 
     /// The member pods' client endpoints by pod IP: the ready pods, or
