@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+use etcd_lab_common::{IoContext, IoError};
 use serde::{Deserialize, Serialize};
 
 /// Everything the node agent needs to play the kubelet of one lab node.
@@ -89,10 +90,8 @@ fn default_cluster_domain() -> String {
 impl AgentConfig {
     /// Reads a JSON config file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .context(|| format!("read agent config {}", path.display()))?;
         serde_json::from_str(&text).map_err(|source| ConfigError::Parse {
             path: path.to_owned(),
             source,
@@ -123,11 +122,8 @@ impl AgentConfig {
 /// Errors while loading an [`AgentConfig`].
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read agent config {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("invalid agent config {path}: {source}")]
     Parse {
         path: PathBuf,

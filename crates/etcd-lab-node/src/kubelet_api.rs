@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use etcd_lab_common::{IoContext, IoError};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
@@ -19,11 +20,8 @@ pub const KUBELET_PORT: i32 = 10250;
 /// Errors of the kubelet API server.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeletApiError {
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("TLS: {0}")]
     Tls(String),
 }
@@ -62,10 +60,7 @@ async fn serve_inner(ctx: Arc<NodeContext>) -> Result<(), KubeletApiError> {
     );
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|source| KubeletApiError::Io {
-            context: format!("bind {}:{}", addr.0, addr.1),
-            source,
-        })?;
+        .context(|| format!("bind {}:{}", addr.0, addr.1))?;
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;

@@ -1,5 +1,7 @@
 //! The container runner behind `etcd-lab run-container --spec FILE`.
 
+use etcd_lab_common::IoError;
+
 mod runner;
 mod spec;
 
@@ -11,11 +13,8 @@ pub use spec::{BindMount, ContainerSpec, DEFAULT_PATH, ImageFile, resolve_execut
 pub enum ContainerError {
     #[error("invalid container spec: {0}")]
     Spec(String),
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("{context}: {source}")]
     Sys { context: String, source: nix::Error },
     #[error("executable {0:?} not found in the container")]

@@ -11,6 +11,7 @@ use std::fs::File;
 use std::os::unix::fs::symlink;
 use std::path::{Component, Path, PathBuf};
 
+use etcd_lab_common::IoContext;
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, setns, unshare};
 use nix::unistd::{Gid, Uid, chdir, chroot, execve, setgid, setgroups, sethostname, setuid};
@@ -36,8 +37,7 @@ pub fn exec_container(spec: &ContainerSpec) -> Result<Infallible, ContainerError
         join_cgroup(cgroup)?;
     }
     let netns_path = Path::new("/run/netns").join(&spec.netns);
-    let netns =
-        File::open(&netns_path).map_err(|e| io(format!("open {}", netns_path.display()), e))?;
+    let netns = File::open(&netns_path).context(|| format!("open {}", netns_path.display()))?;
     setns(&netns, CloneFlags::CLONE_NEWNET).map_err(|e| sys("setns (net)", e))?;
     drop(netns);
     let mut flags = CloneFlags::CLONE_NEWNS;
@@ -80,10 +80,11 @@ pub fn exec_container(spec: &ContainerSpec) -> Result<Infallible, ContainerError
 }
 
 fn join_cgroup(cgroup: &Path) -> Result<(), ContainerError> {
-    std::fs::create_dir_all(cgroup).map_err(|e| io(format!("create {}", cgroup.display()), e))?;
+    std::fs::create_dir_all(cgroup).context(|| format!("create {}", cgroup.display()))?;
     let procs = cgroup.join("cgroup.procs");
     std::fs::write(&procs, std::process::id().to_string())
-        .map_err(|e| io(format!("write {}", procs.display()), e))
+        .context(|| format!("write {}", procs.display()))?;
+    Ok(())
 }
 
 fn drop_privileges(spec: &ContainerSpec) -> Result<(), ContainerError> {
@@ -114,7 +115,7 @@ fn drop_privileges(spec: &ContainerSpec) -> Result<(), ContainerError> {
 /// Mounts the root tmpfs at `spec.root_dir` and fills it.
 fn build_root(spec: &ContainerSpec) -> Result<(), ContainerError> {
     let root = &spec.root_dir;
-    std::fs::create_dir_all(root).map_err(|e| io(format!("create {}", root.display()), e))?;
+    std::fs::create_dir_all(root).context(|| format!("create {}", root.display()))?;
     do_mount(
         Some(Path::new("tmpfs")),
         root,
@@ -127,10 +128,9 @@ fn build_root(spec: &ContainerSpec) -> Result<(), ContainerError> {
         let inside = root.join(dir);
         match std::fs::symlink_metadata(&host) {
             Ok(meta) if meta.file_type().is_symlink() => {
-                let target = std::fs::read_link(&host)
-                    .map_err(|e| io(format!("readlink {}", host.display()), e))?;
-                symlink(&target, &inside)
-                    .map_err(|e| io(format!("symlink {}", inside.display()), e))?;
+                let target =
+                    std::fs::read_link(&host).context(|| format!("readlink {}", host.display()))?;
+                symlink(&target, &inside).context(|| format!("symlink {}", inside.display()))?;
             }
             Ok(_) => bind(&host, &inside, true)?,
             Err(_) => {}
@@ -220,15 +220,14 @@ pub(crate) fn inside_root(root: &Path, target: &Path) -> Result<PathBuf, Contain
 }
 
 fn bind(source: &Path, target: &Path, read_only: bool) -> Result<(), ContainerError> {
-    let meta =
-        std::fs::metadata(source).map_err(|e| io(format!("stat {}", source.display()), e))?;
+    let meta = std::fs::metadata(source).context(|| format!("stat {}", source.display()))?;
     if meta.is_dir() {
         mkdir(target)?;
     } else if !target.exists() {
         if let Some(parent) = target.parent() {
             mkdir(parent)?;
         }
-        File::create(target).map_err(|e| io(format!("create {}", target.display()), e))?;
+        File::create(target).context(|| format!("create {}", target.display()))?;
     }
     do_mount(
         Some(source),
@@ -254,7 +253,8 @@ fn remount_read_only(target: &Path) -> Result<(), ContainerError> {
 }
 
 fn mkdir(dir: &Path) -> Result<(), ContainerError> {
-    std::fs::create_dir_all(dir).map_err(|e| io(format!("create {}", dir.display()), e))
+    std::fs::create_dir_all(dir).context(|| format!("create {}", dir.display()))?;
+    Ok(())
 }
 
 fn do_mount(
@@ -280,10 +280,6 @@ fn do_mount_data(
 
 fn cstring(s: &str) -> Result<CString, ContainerError> {
     CString::new(s).map_err(|_| ContainerError::Spec(format!("NUL byte in {s:?}")))
-}
-
-fn io(context: String, source: std::io::Error) -> ContainerError {
-    ContainerError::Io { context, source }
 }
 
 fn sys(context: &str, source: nix::Error) -> ContainerError {

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use etcd_lab_common::IoContext;
 use serde::{Deserialize, Serialize};
 
 /// Everything `run_container` needs to build the container and exec it.
@@ -71,10 +72,8 @@ pub struct BindMount {
 impl ContainerSpec {
     /// Reads a spec file.
     pub fn load(path: &Path) -> Result<Self, super::ContainerError> {
-        let text = std::fs::read_to_string(path).map_err(|e| super::ContainerError::Io {
-            context: format!("read spec {}", path.display()),
-            source: e,
-        })?;
+        let text =
+            std::fs::read_to_string(path).context(|| format!("read spec {}", path.display()))?;
         serde_json::from_str(&text).map_err(|e| super::ContainerError::Spec(e.to_string()))
     }
 }

@@ -2,6 +2,8 @@
 
 use std::process::Command;
 
+use etcd_lab_common::IoContext;
+
 use super::NetworkError;
 
 /// Runs a command; fails with its stderr when it exits non-zero.
@@ -9,10 +11,7 @@ pub(crate) fn run(program: &str, args: &[&str]) -> Result<String, NetworkError> 
     let output = Command::new(program)
         .args(args)
         .output()
-        .map_err(|source| NetworkError::Spawn {
-            program: program.to_owned(),
-            source,
-        })?;
+        .context(|| format!("run {program}"))?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {
@@ -44,24 +43,15 @@ pub(crate) fn nft_script(netns: &str, script: &str) -> Result<(), NetworkError> 
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|source| NetworkError::Spawn {
-            program: "nft".into(),
-            source,
-        })?;
+        .context(|| format!("run nft in {netns}"))?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin
             .write_all(script.as_bytes())
-            .map_err(|source| NetworkError::Spawn {
-                program: "nft".into(),
-                source,
-            })?;
+            .context(|| format!("send the script to nft in {netns}"))?;
     }
     let output = child
         .wait_with_output()
-        .map_err(|source| NetworkError::Spawn {
-            program: "nft".into(),
-            source,
-        })?;
+        .context(|| format!("wait for nft in {netns}"))?;
     if output.status.success() {
         Ok(())
     } else {

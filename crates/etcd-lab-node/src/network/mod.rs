@@ -6,7 +6,7 @@ mod command;
 mod partition;
 mod topology;
 
-use std::path::PathBuf;
+use etcd_lab_common::IoError;
 
 pub use addressing::{CLIENT_NETNS, ROUTER_NETNS, UPLINK_HOST};
 pub use partition::{PartitionKind, heal_node, partition_node};
@@ -17,18 +17,11 @@ pub use topology::{
 /// Errors of the network module.
 #[derive(Debug, thiserror::Error)]
 pub enum NetworkError {
-    #[error("cannot run {program}: {source}")]
-    Spawn {
-        program: String,
-        source: std::io::Error,
-    },
+    /// Running a program or writing a file failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("`{command}` failed: {stderr}")]
     Command { command: String, stderr: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error("node index {0} is outside 1..=249")]
     InvalidIndex(u8),
     #[error("unknown partition kind {0:?} (expected peers, apiserver or all)")]

@@ -3,6 +3,8 @@
 use std::net::Ipv4Addr;
 use std::path::Path;
 
+use etcd_lab_common::IoContext;
+
 use super::addressing::{
     CLIENT_NETNS, CLIENT_OCTET, HOST_IP, LAB_CIDR, ROUTER_NETNS, ROUTER_UPLINK_IP, SERVICE_CIDR,
     UPLINK_HOST, client_ip, node_gateway, node_ip, node_netns_name, pod_netns_name, pod_veth_name,
@@ -179,13 +181,11 @@ pub fn setup_client(dns_search: &str) -> Result<(), NetworkError> {
     add_netns(CLIENT_NETNS)?;
     attach_namespace(CLIENT_NETNS, "vclient", CLIENT_BRIDGE, client_ip(), gateway)?;
     let dir = Path::new("/etc/netns").join(CLIENT_NETNS);
-    std::fs::create_dir_all(&dir).map_err(|source| NetworkError::Io {
-        path: dir.clone(),
-        source,
-    })?;
+    std::fs::create_dir_all(&dir).context(|| format!("create {}", dir.display()))?;
     let file = dir.join("resolv.conf");
     let contents = format!("nameserver {HOST_IP}\nsearch {dns_search}\noptions ndots:5\n");
-    std::fs::write(&file, contents).map_err(|source| NetworkError::Io { path: file, source })
+    std::fs::write(&file, contents).context(|| format!("write {}", file.display()))?;
+    Ok(())
 }
 
 /// Creates veth `outer` in the router (on `bridge`) whose peer is `eth0` in
@@ -250,10 +250,7 @@ pub fn teardown_all() -> Result<(), NetworkError> {
         for entry in entries.flatten() {
             if entry.file_name().to_string_lossy().starts_with("etcdlab-") {
                 let path = entry.path();
-                std::fs::remove_dir_all(&path).map_err(|source| NetworkError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
+                std::fs::remove_dir_all(&path).context(|| format!("remove {}", path.display()))?;
             }
         }
     }

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+use etcd_lab_common::{IoContext, IoError};
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::config::AgentConfig;
@@ -25,20 +26,10 @@ pub struct Sandbox {
 pub enum SandboxError {
     #[error("network: {0}")]
     Network(#[from] network::NetworkError),
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("no free pod address left on this node")]
     NoAddress,
-}
-
-fn io(path: &Path, source: std::io::Error) -> SandboxError {
-    SandboxError::Io {
-        context: path.display().to_string(),
-        source,
-    }
 }
 
 /// Addresses recorded by the node's pods (`pods/<uid>/ip`).
@@ -67,7 +58,7 @@ pub fn create(
     uid: &str,
     pod_dir: &Path,
 ) -> Result<Sandbox, SandboxError> {
-    std::fs::create_dir_all(pod_dir).map_err(|e| io(pod_dir, e))?;
+    std::fs::create_dir_all(pod_dir).context(|| format!("create {}", pod_dir.display()))?;
     let ip_file = pod_dir.join("ip");
     let recorded: Option<Ipv4Addr> = std::fs::read_to_string(&ip_file)
         .ok()
@@ -79,7 +70,8 @@ pub fn create(
             let used = used_addresses(&config.pods_dir(), uid);
             let ip = addressing::allocate_pod_ip(config.node_index, &used)
                 .ok_or(SandboxError::NoAddress)?;
-            std::fs::write(&ip_file, ip.to_string()).map_err(|e| io(&ip_file, e))?;
+            std::fs::write(&ip_file, ip.to_string())
+                .context(|| format!("write {}", ip_file.display()))?;
             ip
         }
     };
@@ -90,13 +82,13 @@ pub fn create(
         &hosts_file,
         dns::hosts_file(pod, ip, &config.cluster_domain),
     )
-    .map_err(|e| io(&hosts_file, e))?;
+    .context(|| format!("write {}", hosts_file.display()))?;
     let resolv_conf = pod_dir.join("resolv.conf");
     std::fs::write(
         &resolv_conf,
         dns::resolv_conf(namespace, config.dns_ip, &config.cluster_domain),
     )
-    .map_err(|e| io(&resolv_conf, e))?;
+    .context(|| format!("write {}", resolv_conf.display()))?;
     Ok(Sandbox {
         ip,
         netns,

@@ -4,12 +4,15 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
+use etcd_lab_common::IoContext;
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, ServiceAccount, Volume,
 };
-use kube::Api;
+use k8s_openapi::{ByteString, NamespaceResourceScope};
 use kube::api::PostParams;
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
 
 use super::{VolumeContext, VolumeError};
 
@@ -43,10 +46,10 @@ impl FileSet {
                 mkdir(parent)?;
             }
             let tmp = path.with_extension("lab-tmp");
-            std::fs::write(&tmp, data).map_err(|e| io(&tmp, e))?;
+            std::fs::write(&tmp, data).context(|| format!("write {}", tmp.display()))?;
             std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(*mode))
-                .map_err(|e| io(&tmp, e))?;
-            std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+                .context(|| format!("set the mode of {}", tmp.display()))?;
+            std::fs::rename(&tmp, &path).context(|| format!("rename to {}", path.display()))?;
         }
         if let Ok(entries) = std::fs::read_dir(dir) {
             for entry in entries.flatten() {
@@ -62,40 +65,39 @@ impl FileSet {
 }
 
 pub(super) fn mkdir(dir: &Path) -> Result<(), VolumeError> {
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))
-}
-
-fn io(path: &Path, source: std::io::Error) -> VolumeError {
-    VolumeError::Io {
-        context: path.display().to_string(),
-        source,
-    }
+    std::fs::create_dir_all(dir).context(|| format!("create {}", dir.display()))?;
+    Ok(())
 }
 
 /// Gives group `gid` ownership and group rw (plus setgid on directories), as the kubelet does for fsGroup.
 pub(super) fn apply_fs_group(path: &Path, gid: u32) -> Result<(), VolumeError> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| io(path, e))?;
+    let meta = std::fs::symlink_metadata(path).context(|| format!("stat {}", path.display()))?;
     if meta.file_type().is_symlink() {
         return Ok(());
     }
-    std::os::unix::fs::lchown(path, None, Some(gid)).map_err(|e| io(path, e))?;
+    std::os::unix::fs::lchown(path, None, Some(gid))
+        .context(|| format!("chown {} to group {gid}", path.display()))?;
     let mode = meta.permissions().mode();
     let extra = if meta.is_dir() { 0o2070 } else { 0o060 };
     std::fs::set_permissions(
         path,
         std::fs::Permissions::from_mode((mode | extra) & 0o7777),
     )
-    .map_err(|e| io(path, e))?;
+    .context(|| format!("set the mode of {}", path.display()))?;
     if meta.is_dir() {
-        for entry in std::fs::read_dir(path).map_err(|e| io(path, e))?.flatten() {
+        let entries = std::fs::read_dir(path).context(|| format!("list {}", path.display()))?;
+        for entry in entries.flatten() {
             apply_fs_group(&entry.path(), gid)?;
         }
     }
     Ok(())
 }
 
+/// The keys of a ConfigMap or Secret, as the files of a volume hold them.
+type KeyedData = BTreeMap<String, Vec<u8>>;
+
 fn keyed(
-    data: BTreeMap<String, Vec<u8>>,
+    data: KeyedData,
     items: Option<&Vec<KeyToPath>>,
     mode: u32,
     set: &mut FileSet,
@@ -127,66 +129,57 @@ fn keyed(
     Ok(())
 }
 
-async fn config_map_data(
+/// The keys of the ConfigMap or Secret `name` a volume's files come from,
+/// read with `keys`. A missing object is `None` when the volume marks it
+/// optional, and not ready otherwise.
+async fn source_keys<K>(
     ctx: &VolumeContext<'_>,
     ns: &str,
     name: &str,
     optional: bool,
-) -> Result<Option<BTreeMap<String, Vec<u8>>>, VolumeError> {
-    match Api::<ConfigMap>::namespaced(ctx.client.clone(), ns)
+    keys: fn(K) -> KeyedData,
+) -> Result<Option<KeyedData>, VolumeError>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    match Api::<K>::namespaced(ctx.client.clone(), ns)
         .get_opt(name)
         .await?
     {
-        Some(cm) => {
-            let mut out: BTreeMap<String, Vec<u8>> = cm
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.into_bytes()))
-                .collect();
-            out.extend(
-                cm.binary_data
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, v.0)),
-            );
-            Ok(Some(out))
-        }
+        Some(object) => Ok(Some(keys(object))),
         None if optional => Ok(None),
         None => Err(VolumeError::NotReady(format!(
-            "configmap {name:?} not found"
+            "{} {name:?} not found",
+            K::kind(&()).to_lowercase()
         ))),
     }
 }
 
-async fn secret_data(
-    ctx: &VolumeContext<'_>,
-    ns: &str,
-    name: &str,
-    optional: bool,
-) -> Result<Option<BTreeMap<String, Vec<u8>>>, VolumeError> {
-    match Api::<Secret>::namespaced(ctx.client.clone(), ns)
-        .get_opt(name)
-        .await?
-    {
-        Some(s) => {
-            let mut out: BTreeMap<String, Vec<u8>> = s
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.0))
-                .collect();
-            out.extend(
-                s.string_data
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, v.into_bytes())),
-            );
-            Ok(Some(out))
-        }
-        None if optional => Ok(None),
-        None => Err(VolumeError::NotReady(format!("secret {name:?} not found"))),
-    }
+fn text_keys(data: Option<BTreeMap<String, String>>) -> impl Iterator<Item = (String, Vec<u8>)> {
+    data.into_iter().flatten().map(|(k, v)| (k, v.into_bytes()))
+}
+
+fn binary_keys(
+    data: Option<BTreeMap<String, ByteString>>,
+) -> impl Iterator<Item = (String, Vec<u8>)> {
+    data.into_iter().flatten().map(|(k, v)| (k, v.0))
+}
+
+/// A ConfigMap's `data` and `binaryData` (which wins on a shared key).
+fn config_map_keys(config_map: ConfigMap) -> KeyedData {
+    text_keys(config_map.data)
+        .chain(binary_keys(config_map.binary_data))
+        .collect()
+}
+
+/// A Secret's `data` and `stringData` (which wins on a shared key).
+fn secret_keys(secret: Secret) -> KeyedData {
+    binary_keys(secret.data)
+        .chain(text_keys(secret.string_data))
+        .collect()
 }
 
 fn downward_file(pod: &Pod, file: &DownwardAPIVolumeFile) -> Option<Vec<u8>> {
@@ -213,6 +206,26 @@ fn downward_file(pod: &Pod, file: &DownwardAPIVolumeFile) -> Option<Vec<u8>> {
     )
 }
 
+/// Adds the downwardAPI `items` whose field this node serves; `mode` unless
+/// an item sets its own.
+fn downward_files(
+    pod: &Pod,
+    items: Option<&[DownwardAPIVolumeFile]>,
+    mode: u32,
+    set: &mut FileSet,
+) -> Result<(), VolumeError> {
+    for item in items.into_iter().flatten() {
+        if let Some(data) = downward_file(pod, item) {
+            set.add(
+                &item.path,
+                data,
+                item.mode.map(|m| m as u32).unwrap_or(mode),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Builds the files of a configMap/secret/downwardAPI/projected volume.
 pub(super) async fn file_volume(
     ctx: &VolumeContext<'_>,
@@ -223,61 +236,49 @@ pub(super) async fn file_volume(
     let mut set = FileSet::default();
     if let Some(cm) = &volume.config_map {
         let mode = cm.default_mode.map(|m| m as u32).unwrap_or(0o644);
-        if let Some(data) = config_map_data(ctx, ns, &cm.name, cm.optional == Some(true)).await? {
+        let optional = cm.optional == Some(true);
+        if let Some(data) = source_keys(ctx, ns, &cm.name, optional, config_map_keys).await? {
             keyed(data, cm.items.as_ref(), mode, &mut set, &volume.name)?;
         }
     } else if let Some(s) = &volume.secret {
         let mode = s.default_mode.map(|m| m as u32).unwrap_or(0o644);
         let name = s.secret_name.clone().unwrap_or_default();
-        if let Some(data) = secret_data(ctx, ns, &name, s.optional == Some(true)).await? {
+        let optional = s.optional == Some(true);
+        if let Some(data) = source_keys(ctx, ns, &name, optional, secret_keys).await? {
             keyed(data, s.items.as_ref(), mode, &mut set, &volume.name)?;
         }
     } else if let Some(d) = &volume.downward_api {
         let mode = d.default_mode.map(|m| m as u32).unwrap_or(0o644);
-        for item in d.items.iter().flatten() {
-            if let Some(data) = downward_file(pod, item) {
-                set.add(
-                    &item.path,
-                    data,
-                    item.mode.map(|m| m as u32).unwrap_or(mode),
-                )?;
-            }
-        }
+        downward_files(pod, d.items.as_deref(), mode, &mut set)?;
     } else if let Some(p) = &volume.projected {
         let mode = p.default_mode.map(|m| m as u32).unwrap_or(0o644);
         for source in p.sources.iter().flatten() {
             if let Some(cm) = &source.config_map {
-                if cm.name == "kube-root-ca.crt" && !cm.optional.unwrap_or(false) {
-                    // Served from the lab CA file when the configmap is not published yet.
-                    let data = match config_map_data(ctx, ns, &cm.name, true).await? {
-                        Some(d) => d,
-                        None => BTreeMap::from([(
-                            "ca.crt".to_owned(),
-                            std::fs::read(ctx.ca_cert).map_err(|e| io(ctx.ca_cert, e))?,
-                        )]),
-                    };
-                    keyed(data, cm.items.as_ref(), mode, &mut set, &volume.name)?;
-                } else if let Some(data) =
-                    config_map_data(ctx, ns, &cm.name, cm.optional == Some(true)).await?
-                {
+                let optional = cm.optional == Some(true);
+                // kube-root-ca.crt comes from the lab CA file until the configmap is published.
+                let root_ca = cm.name == "kube-root-ca.crt" && !optional;
+                let fetched =
+                    source_keys(ctx, ns, &cm.name, optional || root_ca, config_map_keys).await?;
+                let data = match fetched {
+                    None if root_ca => Some(BTreeMap::from([(
+                        "ca.crt".to_owned(),
+                        std::fs::read(ctx.ca_cert)
+                            .context(|| format!("read {}", ctx.ca_cert.display()))?,
+                    )])),
+                    fetched => fetched,
+                };
+                if let Some(data) = data {
                     keyed(data, cm.items.as_ref(), mode, &mut set, &volume.name)?;
                 }
             }
             if let Some(s) = &source.secret
-                && let Some(data) = secret_data(ctx, ns, &s.name, s.optional == Some(true)).await?
+                && let Some(data) =
+                    source_keys(ctx, ns, &s.name, s.optional == Some(true), secret_keys).await?
             {
                 keyed(data, s.items.as_ref(), mode, &mut set, &volume.name)?;
             }
             if let Some(d) = &source.downward_api {
-                for item in d.items.iter().flatten() {
-                    if let Some(data) = downward_file(pod, item) {
-                        set.add(
-                            &item.path,
-                            data,
-                            item.mode.map(|m| m as u32).unwrap_or(mode),
-                        )?;
-                    }
-                }
+                downward_files(pod, d.items.as_deref(), mode, &mut set)?;
             }
             if let Some(t) = &source.service_account_token {
                 let token =
@@ -361,5 +362,24 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         assert!(set.add("../x", vec![], 0o644).is_err());
+    }
+
+    #[test]
+    fn binary_config_map_keys_and_secret_string_keys_win() {
+        fn object<K: DeserializeOwned>(json: serde_json::Value) -> K {
+            serde_json::from_value(json).expect("object")
+        }
+        let keys =
+            |a: &str, b: &str| KeyedData::from([("a".into(), a.into()), ("b".into(), b.into())]);
+        let config_map = object(serde_json::json!({
+            "data": {"a": "text", "b": "text"},
+            "binaryData": {"b": "YmluYXJ5"}
+        }));
+        assert_eq!(config_map_keys(config_map), keys("text", "binary"));
+        let secret = object(serde_json::json!({
+            "data": {"a": "YmluYXJ5", "b": "YmluYXJ5"},
+            "stringData": {"b": "text"}
+        }));
+        assert_eq!(secret_keys(secret), keys("binary", "text"));
     }
 }

@@ -9,6 +9,7 @@ mod persistent;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use etcd_lab_common::IoError;
 use k8s_openapi::api::core::v1::{Pod, Volume};
 use kube::Client;
 
@@ -23,11 +24,8 @@ pub enum VolumeError {
     NotReady(String),
     #[error("volume {volume}: {message}")]
     Invalid { volume: String, message: String },
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
 }

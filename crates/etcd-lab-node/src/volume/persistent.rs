@@ -2,6 +2,7 @@
 
 use std::path::{Component, PathBuf};
 
+use etcd_lab_common::IoContext;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Api;
@@ -87,10 +88,8 @@ pub(super) async fn prepare_claim(
     let spec = pv.spec.unwrap_or_default();
     if let Some(local) = &spec.local {
         let path = PathBuf::from(&local.path);
-        std::fs::create_dir_all(&path).map_err(|source| VolumeError::Io {
-            context: format!("create local volume {}", path.display()),
-            source,
-        })?;
+        std::fs::create_dir_all(&path)
+            .context(|| format!("create local volume {}", path.display()))?;
         return Ok((path, None));
     }
     let Some(csi) = &spec.csi else {
@@ -131,10 +130,8 @@ pub(super) async fn prepare_claim(
                 ),
             }
         })?;
-    std::fs::create_dir_all(&path).map_err(|source| VolumeError::Io {
-        context: format!("create network volume {}", path.display()),
-        source,
-    })?;
+    std::fs::create_dir_all(&path)
+        .context(|| format!("create network volume {}", path.display()))?;
     Ok((path, Some(unique)))
 }
 
