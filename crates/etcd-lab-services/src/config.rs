@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use etcd_lab_common::IoContext;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ServicesError;
@@ -66,10 +67,8 @@ impl ServicesConfig {
 
     /// Reads a configuration from a JSON file.
     pub fn from_file(path: &Path) -> Result<Self, ServicesError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ServicesError::ReadConfig {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).context(|| format!("read config {}", path.display()))?;
         serde_json::from_str(&text).map_err(|source| ServicesError::ParseConfig {
             path: path.to_owned(),
             source,

@@ -2,14 +2,14 @@
 
 use std::path::PathBuf;
 
+use etcd_lab_common::IoError;
+
 /// Why the services process could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
 pub enum ServicesError {
-    #[error("cannot read config {path}: {source}")]
-    ReadConfig {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// Reading the config file or installing a signal handler failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("cannot parse config {path}: {source}")]
     ParseConfig {
         path: PathBuf,
@@ -25,6 +25,4 @@ pub enum ServicesError {
     Dns(#[from] crate::dns::DnsError),
     #[error("service proxy: {0}")]
     Proxy(#[from] crate::proxy::ProxyError),
-    #[error("cannot install signal handler: {0}")]
-    Signal(#[source] std::io::Error),
 }

@@ -15,11 +15,13 @@ pub mod dns;
 mod error;
 mod informer;
 pub mod proxy;
+mod service_endpoints;
 pub mod storage;
 
 pub use config::ServicesConfig;
 pub use error::ServicesError;
 
+use etcd_lab_common::IoContext;
 use etcd_lab_common::kube_client::{self, Timeouts};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -31,8 +33,10 @@ pub async fn run(config: ServicesConfig) -> Result<(), ServicesError> {
         .parse()
         .map_err(|e: proxy::ProxyError| ServicesError::InvalidConfig(e.to_string()))?;
     let client = kube_client::from_kubeconfig(&config.kubeconfig, Timeouts::WATCH).await?;
-    let mut sigterm = signal(SignalKind::terminate()).map_err(ServicesError::Signal)?;
-    let mut sigint = signal(SignalKind::interrupt()).map_err(ServicesError::Signal)?;
+    let mut sigterm =
+        signal(SignalKind::terminate()).context(|| "install the SIGTERM handler".into())?;
+    let mut sigint =
+        signal(SignalKind::interrupt()).context(|| "install the SIGINT handler".into())?;
 
     let storage = storage::run(client.clone(), config.lab_dir.clone());
     let dns = dns::run(

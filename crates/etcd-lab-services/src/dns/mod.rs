@@ -11,21 +11,14 @@ mod watch;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use etcd_lab_common::{IoContext, IoError};
 use records::RecordTable;
 
-/// Why the DNS server stopped.
+/// Why the DNS server stopped: binding or serving its address failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DnsError {
-    #[error("cannot bind {addr}: {source}")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("serving {addr}: {source}")]
-    Serve {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
 }
 
 /// Serves the cluster domain on `listen` (UDP and TCP) from Services,
@@ -39,14 +32,11 @@ pub async fn run(
     let (sender, receiver) =
         tokio::sync::watch::channel(Arc::new(RecordTable::new(&cluster_domain)));
     tracing::info!(%listen, domain = %cluster_domain, "dns: serving");
-    let serve_error = |source| DnsError::Serve {
-        addr: listen,
-        source,
-    };
+    let serving = || format!("serve {listen}");
     tokio::select! {
         () = watch::run(client, cluster_domain, sender) => Ok(()),
-        result = server::serve_udp(udp, receiver.clone()) => result.map_err(serve_error),
-        result = server::serve_tcp(tcp, receiver) => result.map_err(serve_error),
+        result = server::serve_udp(udp, receiver.clone()) => Ok(result.context(serving)?),
+        result = server::serve_tcp(tcp, receiver) => Ok(result.context(serving)?),
     }
 }
 
@@ -66,12 +56,7 @@ async fn bind_when_available(
                 }
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
-            Err(source) => {
-                return Err(DnsError::Bind {
-                    addr: listen,
-                    source,
-                });
-            }
+            Err(source) => return Err(IoError::new(format!("bind {listen}"), source).into()),
         }
     }
 }

@@ -14,8 +14,9 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-/// Label of an EndpointSlice naming its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+use crate::service_endpoints::RoutedService;
+
+pub use crate::service_endpoints::SERVICE_NAME_LABEL;
 
 /// Answer of the table for one name.
 #[derive(Debug, PartialEq, Eq)]
@@ -110,18 +111,9 @@ pub fn build_table(
 ) -> RecordTable {
     let mut table = RecordTable::new(domain);
     let domain = table.domain().to_owned();
-    for service in services {
-        let (Some(name), Some(namespace), Some(spec)) = (
-            service.metadata.name.as_deref(),
-            service.metadata.namespace.as_deref(),
-            service.spec.as_ref(),
-        ) else {
-            continue;
-        };
-        let service_name = format!("{name}.{namespace}.svc.{domain}");
-        if spec.type_.as_deref() == Some("ExternalName") {
-            continue;
-        }
+    for service in services.iter().filter_map(|s| RoutedService::of(s)) {
+        let spec = service.spec;
+        let service_name = format!("{}.{}.svc.{domain}", service.name, service.namespace);
         let cluster_ips: Vec<&str> = spec
             .cluster_ips
             .iter()
@@ -142,16 +134,7 @@ pub fn build_table(
         }
         table.insert_name(&service_name);
         let publish_not_ready = spec.publish_not_ready_addresses == Some(true);
-        let own_slices = slices.iter().filter(|slice| {
-            slice.metadata.namespace.as_deref() == Some(namespace)
-                && slice.address_type == "IPv4"
-                && slice
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                    .is_some_and(|s| s == name)
-        });
+        let own_slices = slices.iter().filter(|slice| service.owns_ipv4_slice(slice));
         for endpoint in own_slices.flat_map(|slice| slice.endpoints.iter().flatten()) {
             // A nil `ready` means ready (EndpointConditions API doc).
             let ready = endpoint

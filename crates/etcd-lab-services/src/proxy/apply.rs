@@ -2,6 +2,7 @@
 
 use std::process::Stdio;
 
+use etcd_lab_common::IoContext;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
@@ -16,14 +17,17 @@ pub async fn load(netns: &str, script: &str) -> Result<(), ProxyError> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(ProxyError::Spawn)?;
+        .context(|| format!("run nft in {netns}"))?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin
             .write_all(script.as_bytes())
             .await
-            .map_err(ProxyError::Spawn)?;
+            .context(|| format!("send the ruleset to nft in {netns}"))?;
     }
-    let output = child.wait_with_output().await.map_err(ProxyError::Spawn)?;
+    let output = child
+        .wait_with_output()
+        .await
+        .context(|| format!("wait for nft in {netns}"))?;
     if output.status.success() {
         Ok(())
     } else {

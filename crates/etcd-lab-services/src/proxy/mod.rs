@@ -10,6 +10,7 @@ pub mod ruleset;
 use std::sync::Arc;
 use std::time::Duration;
 
+use etcd_lab_common::IoError;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
@@ -30,8 +31,9 @@ const RESYNC: Duration = Duration::from_secs(10);
 pub enum ProxyError {
     #[error("invalid CIDR {0:?}")]
     InvalidCidr(String),
-    #[error("cannot run nft: {0}")]
-    Spawn(#[source] std::io::Error),
+    /// Running `nft` or feeding it the ruleset failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("nft in netns {netns} failed: {stderr}")]
     Nft { netns: String, stderr: String },
 }

@@ -22,12 +22,10 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 
 use super::Ipv4Cidr;
+use crate::service_endpoints::RoutedService;
 
 /// Name of the nftables table (family `ip`).
 pub const TABLE: &str = "etcdlab-services";
-
-/// Label of an EndpointSlice naming its Service.
-const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// One Service port and where its traffic goes.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -50,17 +48,8 @@ pub fn service_ports(
     service_cidr: Ipv4Cidr,
 ) -> Vec<ServicePort> {
     let mut ports = Vec::new();
-    for service in services {
-        let (Some(name), Some(namespace), Some(spec)) = (
-            service.metadata.name.as_deref(),
-            service.metadata.namespace.as_deref(),
-            service.spec.as_ref(),
-        ) else {
-            continue;
-        };
-        if spec.type_.as_deref() == Some("ExternalName") {
-            continue;
-        }
+    for service in services.iter().filter_map(|s| RoutedService::of(s)) {
+        let spec = service.spec;
         let Some(cluster_ip) = spec
             .cluster_ip
             .as_deref()
@@ -72,16 +61,7 @@ pub fn service_ports(
         let own_slices: Vec<&EndpointSlice> = slices
             .iter()
             .copied()
-            .filter(|slice| {
-                slice.metadata.namespace.as_deref() == Some(namespace)
-                    && slice.address_type == "IPv4"
-                    && slice
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                        .is_some_and(|s| s == name)
-            })
+            .filter(|slice| service.owns_ipv4_slice(slice))
             .collect();
         for port in spec.ports.iter().flatten() {
             let Ok(number) = u16::try_from(port.port) else {
@@ -94,7 +74,7 @@ pub fn service_ports(
                 .to_ascii_lowercase();
             let port_name = port.name.as_deref().unwrap_or("");
             ports.push(ServicePort {
-                id: format!("{namespace}/{name}:{port_name}"),
+                id: format!("{}/{}:{port_name}", service.namespace, service.name),
                 cluster_ip,
                 endpoints: endpoints_of(&own_slices, port_name, &protocol),
                 protocol,
@@ -213,6 +193,7 @@ pub fn ruleset(ports: &[ServicePort]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service_endpoints::SERVICE_NAME_LABEL;
 
     fn cidr() -> Ipv4Cidr {
         "10.96.0.0/16".parse().unwrap()

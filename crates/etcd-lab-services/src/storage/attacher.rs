@@ -6,14 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
-use super::{ATTACHER_FINALIZER, Context, NETWORK_DRIVER, StorageError, is_not_found};
+use super::{ATTACHER_FINALIZER, Context, NETWORK_DRIVER, StorageError, controller, is_not_found};
 
 /// The next write for a VolumeAttachment.
 #[derive(Debug, PartialEq, Eq)]
@@ -57,28 +55,11 @@ pub fn plan_attachment(attachment: &VolumeAttachment) -> AttachStep {
 
 /// Watches VolumeAttachments until the watch ends.
 pub async fn run(ctx: Arc<Context>) {
-    let attachments: Api<VolumeAttachment> = Api::all(ctx.client.clone());
-    Controller::new(attachments, watcher::Config::default())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!("attacher: {e}");
-            }
-        })
-        .await;
+    controller::run(ctx, "attacher", reconcile, Duration::from_secs(1), warn).await;
 }
 
-fn error_policy(
-    attachment: Arc<VolumeAttachment>,
-    error: &StorageError,
-    _: Arc<Context>,
-) -> Action {
-    if error.is_conflict() {
-        tracing::debug!("conflict, retrying: {error}");
-    } else {
-        tracing::warn!(attachment = %attachment.name_any(), "attach failed: {error}");
-    }
-    Action::requeue(Duration::from_secs(1))
+fn warn(attachment: &VolumeAttachment, error: &StorageError) {
+    tracing::warn!(attachment = %attachment.name_any(), "attach failed: {error}");
 }
 
 async fn reconcile(

@@ -10,10 +10,12 @@
 //! - [`node_cleanup`]: a deleted node loses its local volumes.
 //!
 //! The decisions are pure functions in [`volume`], [`layout`] and
-//! [`quantity`]; the controllers only read, call them and write.
+//! [`quantity`]; the controllers only read, call them and write, and run
+//! with one retry rule (`controller`).
 
 pub mod attacher;
 pub mod classes;
+mod controller;
 pub mod layout;
 pub mod node_cleanup;
 pub mod provisioner;
@@ -23,6 +25,8 @@ pub mod volume;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+
+use etcd_lab_common::IoError;
 
 /// Name of the default StorageClass: volumes attachable from any node.
 pub const NETWORK_CLASS: &str = "lab-network";
@@ -54,11 +58,9 @@ pub const PROVISIONER_FINALIZER: &str = "external-provisioner.volume.kubernetes.
 pub enum StorageError {
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    #[error("volume data {path}: {source}")]
-    Data {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// Creating or removing a volume's data directory failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
 }
 
 impl StorageError {

@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use etcd_lab_common::IoContext;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use kube::api::ListParams;
@@ -88,10 +89,7 @@ async fn remove_local_volumes(ctx: &Context, node: &str) -> Result<(), StorageEr
             continue;
         }
         if let Some(dir) = data_dir(&volume, &ctx.lab_dir) {
-            remove_data(&dir).map_err(|source| StorageError::Data {
-                path: dir.clone(),
-                source,
-            })?;
+            remove_data(&dir).context(|| format!("remove volume data {}", dir.display()))?;
             tracing::info!(%node, volume = %volume.name_any(), path = %dir.display(), "node deleted: local volume data removed");
         }
     }

@@ -4,41 +4,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use etcd_lab_common::IoContext;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
 use super::volume::{ClaimPlan, needs_expansion, plan_claim, plan_expansion};
-use super::{Context, FIELD_MANAGER, StorageError, is_already_exists, is_not_found};
+use super::{Context, FIELD_MANAGER, StorageError, controller, is_already_exists, is_not_found};
 
 /// Watches claims in all namespaces until the watch ends.
 pub async fn run(ctx: Arc<Context>) {
-    let claims: Api<PersistentVolumeClaim> = Api::all(ctx.client.clone());
-    Controller::new(claims, watcher::Config::default())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!("provisioner: {e}");
-            }
-        })
-        .await;
+    controller::run(ctx, "provisioner", reconcile, Duration::from_secs(2), warn).await;
 }
 
-fn error_policy(
-    claim: Arc<PersistentVolumeClaim>,
-    error: &StorageError,
-    _: Arc<Context>,
-) -> Action {
-    if error.is_conflict() {
-        tracing::debug!("conflict, retrying: {error}");
-    } else {
-        tracing::warn!(claim = %claim.name_any(), namespace = ?claim.namespace(), "provisioning failed: {error}");
-    }
-    Action::requeue(Duration::from_secs(2))
+fn warn(claim: &PersistentVolumeClaim, error: &StorageError) {
+    tracing::warn!(claim = %claim.name_any(), namespace = ?claim.namespace(), "provisioning failed: {error}");
 }
 
 async fn reconcile(
@@ -58,10 +40,8 @@ async fn reconcile(
     };
     match plan_claim(&claim, &class, &ctx.lab_dir) {
         ClaimPlan::Provision { volume, data_dir } => {
-            std::fs::create_dir_all(&data_dir).map_err(|source| StorageError::Data {
-                path: data_dir.clone(),
-                source,
-            })?;
+            std::fs::create_dir_all(&data_dir)
+                .context(|| format!("create volume data {}", data_dir.display()))?;
             let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
             match volumes.create(&PostParams::default(), &volume).await {
                 Ok(created) => tracing::info!(

@@ -4,15 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use etcd_lab_common::IoContext;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
 use super::layout::{data_dir, remove_data};
-use super::{Context, PROVISIONER_FINALIZER, StorageError, is_not_found};
+use super::{Context, PROVISIONER_FINALIZER, StorageError, controller, is_not_found};
 
 /// What to do with a PV of this process.
 #[derive(Debug, PartialEq, Eq)]
@@ -57,24 +56,11 @@ pub fn plan_reclaim(volume: &PersistentVolume) -> ReclaimStep {
 
 /// Watches PVs until the watch ends.
 pub async fn run(ctx: Arc<Context>) {
-    let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
-    Controller::new(volumes, watcher::Config::default())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!("reclaim: {e}");
-            }
-        })
-        .await;
+    controller::run(ctx, "reclaim", reconcile, Duration::from_secs(2), warn).await;
 }
 
-fn error_policy(volume: Arc<PersistentVolume>, error: &StorageError, _: Arc<Context>) -> Action {
-    if error.is_conflict() {
-        tracing::debug!("conflict, retrying: {error}");
-    } else {
-        tracing::warn!(volume = %volume.name_any(), "reclaim failed: {error}");
-    }
-    Action::requeue(Duration::from_secs(2))
+fn warn(volume: &PersistentVolume, error: &StorageError) {
+    tracing::warn!(volume = %volume.name_any(), "reclaim failed: {error}");
 }
 
 async fn reconcile(
@@ -126,10 +112,8 @@ async fn reconcile(
 }
 
 fn remove(dir: &std::path::Path) -> Result<(), StorageError> {
-    remove_data(dir).map_err(|source| StorageError::Data {
-        path: dir.to_owned(),
-        source,
-    })
+    remove_data(dir).context(|| format!("remove volume data {}", dir.display()))?;
+    Ok(())
 }
 
 #[cfg(test)]
