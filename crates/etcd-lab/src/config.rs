@@ -3,9 +3,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use etcd_lab_common::IoContext;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{IoContext, LabError, Result};
+use crate::error::{LabError, Result};
 use crate::pki::write_file;
 
 /// One lab node.

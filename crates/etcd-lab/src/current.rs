@@ -5,8 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use etcd_lab_common::IoContext;
+
 use crate::cgroup::LabCgroups;
-use crate::error::{IoContext, LabError, Result};
+use crate::error::{LabError, Result};
 
 /// The file naming the running lab's state directory.
 pub const CURRENT_FILE: &str = "/run/etcd-lab/current";
@@ -25,7 +27,8 @@ pub fn set(root: &Path) -> Result<()> {
         std::fs::create_dir_all(parent).context(|| format!("create {}", parent.display()))?;
     }
     std::fs::write(file, root.to_string_lossy().as_bytes())
-        .context(|| format!("write {CURRENT_FILE}"))
+        .context(|| format!("write {CURRENT_FILE}"))?;
+    Ok(())
 }
 
 /// Forgets the record if it names `root`.

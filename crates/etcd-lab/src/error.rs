@@ -9,6 +9,8 @@ use etcd_lab_common::kube_client::KubeClientError;
 /// Errors of the lab library.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
+    /// A file, process or socket operation failed; added with
+    /// [`etcd_lab_common::IoContext::context`].
     #[error(transparent)]
     Io(#[from] IoError),
     #[error("certificate {name}: {source}")]
@@ -66,25 +68,5 @@ pub enum LabError {
     OtherLabRunning(PathBuf),
 }
 
-impl LabError {
-    /// An I/O error with the action and path that failed.
-    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Self::Io(IoError::new(context, source))
-    }
-}
-
 /// Result of the lab library.
 pub type Result<T, E = LabError> = std::result::Result<T, E>;
-
-/// Attaches what was being done to an I/O result, as a [`LabError`]: the
-/// shared [`etcd_lab_common::IoContext`] for functions that return the
-/// lab's [`Result`].
-pub(crate) trait IoContext<T> {
-    fn context(self, context: impl FnOnce() -> String) -> Result<T>;
-}
-
-impl<T> IoContext<T> for std::io::Result<T> {
-    fn context(self, context: impl FnOnce() -> String) -> Result<T> {
-        Ok(etcd_lab_common::IoContext::context(self, context)?)
-    }
-}

@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
+use etcd_lab_common::IoError;
 use etcd_lab_node::network::CLIENT_NETNS;
 
 use crate::error::LabError;
@@ -28,7 +29,7 @@ pub fn exec_in_lab(command: &[OsString]) -> LabError {
         process.env("PATH", search_path(&binaries));
     }
     let error = process.exec();
-    LabError::io(format!("run {:?} in {CLIENT_NETNS}", command), error)
+    IoError::new(format!("run {:?} in {CLIENT_NETNS}", command), error).into()
 }
 
 /// `<kubernetes bin>:<etcd 3.6 bin>:$PATH`.

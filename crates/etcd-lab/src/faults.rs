@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use etcd_lab_common::IoContext;
 use etcd_lab_node::network::{self, PartitionKind, addressing};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -14,7 +15,7 @@ use tracing::info;
 
 use crate::config::{NodeConfig, node_name, zone_name};
 use crate::controlplane::{Component, ControlPlane};
-use crate::error::{IoContext, LabError, Result};
+use crate::error::{LabError, Result};
 use crate::lab::Lab;
 use crate::nodes;
 use crate::pki::Pki;
@@ -410,7 +411,8 @@ fn set_frozen(group: &Path, frozen: bool) -> Result<()> {
         return Ok(());
     }
     std::fs::write(&file, if frozen { "1" } else { "0" })
-        .context(|| format!("write {}", file.display()))
+        .context(|| format!("write {}", file.display()))?;
+    Ok(())
 }
 
 /// Whether a process is stopped by a signal (state `T`) or gone.
@@ -464,7 +466,8 @@ fn flip_bytes(path: &Path) -> Result<()> {
             *byte = !*byte;
         }
     }
-    std::fs::write(path, bytes).context(|| format!("write {}", path.display()))
+    std::fs::write(path, bytes).context(|| format!("write {}", path.display()))?;
+    Ok(())
 }
 
 /// Parses `peers`, `apiserver` or `all`.

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use etcd_lab_common::IoContext;
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::api::{Api, ListParams};
 use tracing::info;
@@ -12,7 +13,7 @@ use tracing::info;
 use crate::cgroup::LabCgroups;
 use crate::config::LabConfig;
 use crate::controlplane::{Component, ControlPlane};
-use crate::error::{IoContext, LabError, Result};
+use crate::error::{LabError, Result};
 use crate::kubeconfig;
 use crate::nodes;
 use crate::paths::LabPaths;

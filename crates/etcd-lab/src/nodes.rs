@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use etcd_lab_common::IoContext;
 use etcd_lab_node::agent::{AgentConfig, NodeCapacity};
 use etcd_lab_node::network::{self, addressing};
 
@@ -88,7 +89,7 @@ pub fn start_agent(
     })?;
     write_file(&config_path, text.as_bytes(), 0o644)?;
     std::fs::create_dir_all(paths.node_dir(&node.name))
-        .map_err(|e| LabError::io(format!("create node dir of {}", node.name), e))?;
+        .context(|| format!("create node dir of {}", node.name))?;
     let name = agent_name(&node.name);
     let spec = ProcessSpec {
         name: name.clone(),

@@ -11,12 +11,13 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use etcd_lab_common::IoContext;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType, date_time_ymd,
 };
 
-use crate::error::{IoContext, LabError, Result};
+use crate::error::{LabError, Result};
 
 /// Addresses and names the API server's serving certificate is valid for.
 pub const APISERVER_IPS: [Ipv4Addr; 3] = [
@@ -289,7 +290,8 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .context(|| format!("create {}", tmp.display()))?;
     file.write_all(bytes)
         .context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).context(|| format!("rename to {}", path.display()))
+    std::fs::rename(&tmp, path).context(|| format!("rename to {}", path.display()))?;
+    Ok(())
 }
 
 #[cfg(test)]

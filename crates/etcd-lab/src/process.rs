@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use etcd_lab_common::IoContext;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::cgroup::LabCgroups;
-use crate::error::{IoContext, LabError, Result};
+use crate::error::{LabError, Result};
 
 /// What to start.
 #[derive(Debug, Clone)]

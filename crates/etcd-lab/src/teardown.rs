@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use etcd_lab_common::IoContext;
 use tracing::{info, warn};
 
 use crate::cgroup::LabCgroups;
 use crate::controlplane::Component;
-use crate::error::{IoContext, LabError, Result};
+use crate::error::{LabError, Result};
 use crate::paths::LabPaths;
 use crate::process;
 
