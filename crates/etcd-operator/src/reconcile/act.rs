@@ -146,6 +146,10 @@ pub async fn execute(
     etcd_settings: ConnectSettings,
     step: &Step,
 ) -> Result<String, ActError> {
+    let etcd = EtcdCalls {
+        endpoints,
+        settings: etcd_settings,
+    };
     match step {
         Step::Apply(child) => {
             match child {
@@ -180,24 +184,19 @@ pub async fn execute(
             Ok(note(step))
         }
         Step::AddLearner { peer_urls, .. } => {
-            let added = with_admin(endpoints, etcd_settings, "add learner", async |a| {
-                a.add_learner(peer_urls).await
-            })
-            .await?;
+            let added = etcd
+                .call("add learner", async |a| a.add_learner(peer_urls).await)
+                .await?;
             Ok(format!("{} as {}", note(step), format_id(added.member.id)))
         }
         Step::PromoteLearner { id, .. } => {
-            with_admin(endpoints, etcd_settings, "promote learner", async |a| {
-                a.promote_learner(*id).await
-            })
-            .await?;
+            etcd.call("promote learner", async |a| a.promote_learner(*id).await)
+                .await?;
             Ok(note(step))
         }
         Step::RemoveMember { id, .. } => {
-            with_admin(endpoints, etcd_settings, "remove member", async |a| {
-                a.remove_member(*id).await
-            })
-            .await?;
+            etcd.call("remove member", async |a| a.remove_member(*id).await)
+                .await?;
             Ok(note(step))
         }
         Step::ResetPvcIdentity { name, token } => {
@@ -218,20 +217,15 @@ pub async fn execute(
         }
         Step::RecordRestore => Ok(note(step)),
         Step::AdvanceRaftLog { .. } => {
-            with_admin(
-                endpoints,
-                etcd_settings,
-                "append to the raft log",
-                async |a| a.append_log_entries().await,
-            )
+            etcd.call("append to the raft log", async |a| {
+                a.append_log_entries().await
+            })
             .await?;
             Ok(note(step))
         }
         Step::MoveLeader { id, .. } => {
-            with_admin(endpoints, etcd_settings, "move leader", async |a| {
-                a.move_leader(*id).await
-            })
-            .await?;
+            etcd.call("move leader", async |a| a.move_leader(*id).await)
+                .await?;
             Ok(note(step))
         }
     }
@@ -286,16 +280,23 @@ pub fn note(step: &Step) -> String {
     }
 }
 
-/// Runs one etcd call of a step through a fresh admin client, its failure
-/// named after `operation`.
-async fn with_admin<T>(
-    endpoints: &[String],
+/// Where a step's etcd calls go.
+struct EtcdCalls<'a> {
+    endpoints: &'a [String],
     settings: ConnectSettings,
-    operation: &'static str,
-    call: impl AsyncFnOnce(&EtcdAdmin) -> Result<T, EtcdError>,
-) -> Result<T, ActError> {
-    let admin = admin(endpoints, settings, operation)?;
-    call(&admin).await.map_err(etcd_failed(operation))
+}
+
+impl EtcdCalls<'_> {
+    /// Runs one etcd call of a step through a fresh admin client, its
+    /// failure named after `operation`.
+    async fn call<T>(
+        &self,
+        operation: &'static str,
+        call: impl AsyncFnOnce(&EtcdAdmin) -> Result<T, EtcdError>,
+    ) -> Result<T, ActError> {
+        let admin = admin(self.endpoints, self.settings, operation)?;
+        call(&admin).await.map_err(etcd_failed(operation))
+    }
 }
 
 /// Maps an etcd failure of `operation` to the step's error.
