@@ -56,8 +56,13 @@ async fn scenario(h: &mut Harness) -> TestResult {
         .ok_or("zone of the node")?;
     h.lab.node_delete(&node).await?;
     // A new machine in the same zone: with node-local volumes two members
-    // never share a node, so the replacement needs a node of its own.
-    let spare = h.lab.node_add(None, Some(&zone))?.name;
+    // never share a node, so the replacement needs a node of its own. It
+    // gets a name of its own too: the lab would otherwise give the next
+    // free index's name, which is the deleted node's when that one had the
+    // highest index, and a machine registering under the name of a deleted
+    // Node is handed the Pods still bound to that name (another scenario).
+    let replacement = format!("{node}-replacement");
+    let spare = h.lab.node_add(Some(&replacement), Some(&zone))?.name;
     wait_for("the new node", Duration::from_secs(60), || async {
         Ok(h.nodes.get_opt(&spare).await?.is_some())
     })

@@ -39,7 +39,13 @@ impl OperatorProcess {
         let child = Command::new(binary)
             .args(args)
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info,kube_runtime::controller=warn")
+            // `E2E_OPERATOR_LOG` sets the operator's log filter when a
+            // scenario needs more than its actions to be understood.
+            .env(
+                "RUST_LOG",
+                std::env::var("E2E_OPERATOR_LOG")
+                    .unwrap_or_else(|_| "info,kube_runtime::controller=warn".to_owned()),
+            )
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()?;
