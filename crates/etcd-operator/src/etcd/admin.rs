@@ -5,7 +5,7 @@
 
 use futures::future::join_all;
 
-use super::client::{ConnectSettings, EndpointClients, LeaderRequirement};
+use super::client::{ConnectSettings, EndpointClients, LeaderRequirement, all_unreachable};
 use super::error::{EtcdError, RequestSubject};
 use super::types::{EndpointStatus, Member, MemberHealth, MemberId, MemberList};
 
@@ -125,34 +125,27 @@ impl EtcdAdmin {
         operation: &'static str,
         candidates: Vec<String>,
     ) -> Result<MemberList, EtcdError> {
-        let mut last_error = None;
-        for endpoint in &candidates {
-            let result = self
-                .clients
-                .call(
-                    endpoint,
-                    LeaderRequirement::Local,
-                    operation,
-                    RequestSubject::None,
-                    |mut client| async move { client.member_list().await },
-                )
-                .await;
-            match result {
-                Ok(response) => {
-                    let (cluster_id, reported_by) = response
-                        .header()
-                        .map(|h| (h.cluster_id(), h.member_id()))
-                        .unwrap_or_default();
-                    return Ok(MemberList {
-                        cluster_id,
-                        reported_by,
-                        members: response.members().iter().map(to_member).collect(),
-                    });
-                }
-                Err(error) => last_error = Some(error),
-            }
-        }
-        Err(all_unreachable(operation, candidates, last_error))
+        let response = self
+            .clients
+            .first_answer(
+                &candidates,
+                LeaderRequirement::Local,
+                operation,
+                RequestSubject::None,
+                |mut client| async move { client.member_list().await },
+                // Any member's answer will do: try the next on any error.
+                |_| true,
+            )
+            .await?;
+        let (cluster_id, reported_by) = response
+            .header()
+            .map(|h| (h.cluster_id(), h.member_id()))
+            .unwrap_or_default();
+        Ok(MemberList {
+            cluster_id,
+            reported_by,
+            members: response.members().iter().map(to_member).collect(),
+        })
     }
 
     /// Appends two entries to the raft log (a lease granted and revoked at
@@ -255,20 +248,6 @@ pub(crate) fn to_member(member: &etcd_client::Member) -> Member {
         peer_urls: member.peer_urls().to_vec(),
         client_urls: member.client_urls().to_vec(),
         is_learner: member.is_learner(),
-    }
-}
-
-pub(crate) fn all_unreachable(
-    operation: &'static str,
-    endpoints: Vec<String>,
-    last_error: Option<EtcdError>,
-) -> EtcdError {
-    EtcdError::AllUnreachable {
-        operation,
-        endpoints,
-        last_error: last_error
-            .map(|e| e.to_string())
-            .unwrap_or_else(|| "no endpoint to try".to_string()),
     }
 }
 

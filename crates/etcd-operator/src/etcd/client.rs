@@ -178,6 +178,36 @@ impl EndpointClients {
         result
     }
 
+    /// Runs `request` against `candidates` in order and returns the first
+    /// answer; goes on to the next candidate only after an error that
+    /// `try_next` accepts, and says which endpoints were tried when none
+    /// answered.
+    pub(crate) async fn first_answer<T, F, Fut>(
+        &self,
+        candidates: &[String],
+        requirement: LeaderRequirement,
+        operation: &'static str,
+        subject: RequestSubject,
+        request: F,
+        try_next: fn(&EtcdError) -> bool,
+    ) -> Result<T, EtcdError>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let mut last_error = None;
+        for endpoint in candidates {
+            let result = self
+                .call(endpoint, requirement, operation, subject.clone(), &request)
+                .await;
+            match result {
+                Err(error) if try_next(&error) => last_error = Some(error),
+                other => return other,
+            }
+        }
+        Err(all_unreachable(operation, candidates.to_vec(), last_error))
+    }
+
     /// Maintenance.Status of one endpoint. Works without quorum.
     pub(crate) async fn status(&self, endpoint: &str) -> Result<EndpointStatus, EtcdError> {
         let operation = "status";
@@ -276,5 +306,21 @@ impl EndpointClients {
             },
         };
         (status, health)
+    }
+}
+
+/// None of `endpoints` answered `operation`; `last_error` is the last
+/// failure seen.
+pub(crate) fn all_unreachable(
+    operation: &'static str,
+    endpoints: Vec<String>,
+    last_error: Option<EtcdError>,
+) -> EtcdError {
+    EtcdError::AllUnreachable {
+        operation,
+        endpoints,
+        last_error: last_error
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "no endpoint to try".to_string()),
     }
 }

@@ -9,7 +9,7 @@ use std::future::Future;
 
 use etcd_client::{Client, MemberAddOptions};
 
-use super::admin::{EtcdAdmin, all_unreachable, to_member};
+use super::admin::{EtcdAdmin, to_member};
 use super::client::LeaderRequirement;
 use super::error::{EtcdError, RequestSubject};
 use super::types::{Member, MemberId};
@@ -101,24 +101,16 @@ impl EtcdAdmin {
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         let candidates = self.request_order(operation).await?;
-        let mut last_error = None;
-        for endpoint in &candidates {
-            let result = self
-                .clients
-                .call(
-                    endpoint,
-                    LeaderRequirement::RequireLeader,
-                    operation,
-                    subject.clone(),
-                    &request,
-                )
-                .await;
-            match result {
+        self.clients
+            .first_answer(
+                &candidates,
+                LeaderRequirement::RequireLeader,
+                operation,
+                subject,
+                request,
                 // Never reached etcd: safe to try the next endpoint.
-                Err(error) if error.is_unreachable() => last_error = Some(error),
-                other => return other,
-            }
-        }
-        Err(all_unreachable(operation, candidates, last_error))
+                EtcdError::is_unreachable,
+            )
+            .await
     }
 }
