@@ -17,7 +17,6 @@
 //! restored revision) is measured and printed. Then a restore naming a
 //! corrupted backup is refused by the restore Pod before any member starts.
 
-use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,6 +33,7 @@ use test_kit::TestResult;
 use test_kit::e2e::{Harness, cluster_spec, etcd_at};
 use test_kit::object_store_server::{ServerProcess, try_bucket_server_at};
 use test_kit::poll::wait_for;
+use test_kit::restore_checks::key_values;
 
 const SOURCE: &str = "source";
 const RESTORED: &str = "restored";
@@ -321,16 +321,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
         .get(PREFIX, Some(GetOptions::new().with_prefix()))
         .await?;
     let restored_revision = response.header().map(|h| h.revision()).unwrap_or_default();
-    let restored: BTreeMap<String, String> = response
-        .kvs()
-        .iter()
-        .map(|kv| {
-            (
-                String::from_utf8_lossy(kv.key()).into_owned(),
-                String::from_utf8_lossy(kv.value()).into_owned(),
-            )
-        })
-        .collect();
+    let restored = key_values(&response);
     // Every acknowledged write up to the last durable segment is there,
     // with its value; nothing is there that was never acknowledged or
     // written by the writer.

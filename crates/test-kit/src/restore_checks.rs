@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use etcd_client::{Client, GetOptions, WatchOptions};
+use etcd_client::{Client, GetOptions, GetResponse, WatchOptions};
 
 /// Writes `key-<i>` = `value-<i>` for `range`; returns the revision of
 /// each write.
@@ -84,13 +84,9 @@ pub async fn assert_compacted_watch(client: &mut Client, revision: i64) {
     );
 }
 
-/// Every key of `range` is there with its value.
-pub async fn assert_keys(client: &mut Client, range: std::ops::Range<usize>) {
-    let response = client
-        .get("key-", Some(GetOptions::new().with_prefix()))
-        .await
-        .expect("get");
-    let held: BTreeMap<String, String> = response
+/// The keys and values of a get response, as text.
+pub fn key_values(response: &GetResponse) -> BTreeMap<String, String> {
+    response
         .kvs()
         .iter()
         .map(|kv| {
@@ -99,7 +95,16 @@ pub async fn assert_keys(client: &mut Client, range: std::ops::Range<usize>) {
                 String::from_utf8_lossy(kv.value()).into_owned(),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Every key of `range` is there with its value.
+pub async fn assert_keys(client: &mut Client, range: std::ops::Range<usize>) {
+    let response = client
+        .get("key-", Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("get");
+    let held = key_values(&response);
     let missing: Vec<String> = range
         .clone()
         .filter(|&i| held.get(&key(i)) != Some(&value(i)))

@@ -290,17 +290,20 @@ impl fmt::Display for Part {
     }
 }
 
+/// An EtcdCluster as the API server would hand it to an untyped watch, for
+/// the tests of what decodes it.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::EtcdCluster;
-    use kube::runtime::events::EventType;
+pub(crate) mod test_objects {
+    use kube::api::DynamicObject;
+    use serde_json::{Value, json};
 
-    fn object(value: Value) -> DynamicObject {
+    /// `value` as an untyped object.
+    pub(crate) fn object(value: Value) -> DynamicObject {
         serde_json::from_value(value).expect("a dynamic object")
     }
 
-    fn cluster_json(spec: Value) -> Value {
+    /// An EtcdCluster `main` with `spec` (resourceVersion 7, generation 2).
+    pub(crate) fn cluster_json(spec: Value) -> Value {
         json!({
             "apiVersion": "durable-etcd.io/v1alpha1",
             "kind": "EtcdCluster",
@@ -312,6 +315,14 @@ mod tests {
             "spec": spec,
         })
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_objects::{cluster_json, object};
+    use super::*;
+    use crate::api::EtcdCluster;
+    use kube::runtime::events::EventType;
 
     #[test]
     fn a_readable_object_decodes() {

@@ -89,24 +89,8 @@ pub fn is_disruptive(step: &Step, cluster: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller_kit::unreadable::test_objects::{cluster_json, object};
     use serde_json::{Value, json};
-
-    fn object(value: Value) -> DynamicObject {
-        serde_json::from_value(value).expect("a dynamic object")
-    }
-
-    fn cluster_json(spec: Value) -> Value {
-        json!({
-            "apiVersion": "durable-etcd.io/v1alpha1",
-            "kind": "EtcdCluster",
-            "metadata": {
-                "name": "main", "namespace": "default", "uid": "u-1",
-                "resourceVersion": "7", "generation": 2,
-                "annotations": { "durable-etcd.io/note": "a \"quoted\", value" }
-            },
-            "spec": spec,
-        })
-    }
 
     fn cluster(spec: Value) -> EtcdCluster {
         decode(&object(cluster_json(spec))).expect("readable")
