@@ -2,8 +2,9 @@
 //!
 //! Order matters: join the cgroup (so every later process is tracked), join
 //! the pod's network namespace, unshare mount + UTS, make every mount
-//! private, build the root in a tmpfs, chroot, drop to the container's
-//! user, exec. No fork: the agent's child *is* the container process.
+//! private, build the root in a tmpfs, make it the root (pivot_root) and
+//! drop the node's mounts, drop to the container's user, exec. No fork:
+//! the agent's child *is* the container process.
 
 use std::convert::Infallible;
 use std::ffi::CString;
@@ -12,9 +13,9 @@ use std::os::unix::fs::symlink;
 use std::path::{Component, Path, PathBuf};
 
 use etcd_lab_common::IoContext;
-use nix::mount::{MsFlags, mount};
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, setns, unshare};
-use nix::unistd::{Gid, Uid, chdir, chroot, execve, setgid, setgroups, sethostname, setuid};
+use nix::unistd::{Gid, Uid, chdir, execve, pivot_root, setgid, setgroups, sethostname, setuid};
 
 use super::ContainerError;
 use super::spec::{ContainerSpec, resolve_executable};
@@ -56,8 +57,7 @@ pub fn exec_container(spec: &ContainerSpec) -> Result<Infallible, ContainerError
         "make / private",
     )?;
     build_root(spec)?;
-    chroot(&spec.root_dir).map_err(|e| sys("chroot", e))?;
-    chdir("/").map_err(|e| sys("chdir /", e))?;
+    enter_root(&spec.root_dir)?;
     if let Some(dir) = &spec.working_dir {
         std::fs::create_dir_all(dir).ok();
         chdir(dir).map_err(|e| sys(&format!("chdir {}", dir.display()), e))?;
@@ -198,6 +198,27 @@ fn build_root(spec: &ContainerSpec) -> Result<(), ContainerError> {
         let target = inside_root(root, &m.target)?;
         bind(&m.source, &target, m.read_only)?;
     }
+    Ok(())
+}
+
+/// Where the node's root is put while the container's root takes its
+/// place; removed right after.
+const OLD_ROOT: &str = ".old-root";
+
+/// Makes the built root the root of the container's mount namespace and
+/// drops every other mount from it. The namespace started as a copy of the
+/// node's mounts, volumes of other pods included; kept (as a `chroot`
+/// would keep them), they would hold those volumes' filesystems for as
+/// long as this container runs, and no volume could be unmounted, checked
+/// or grown offline while any container started after it was mounted runs.
+fn enter_root(root: &Path) -> Result<(), ContainerError> {
+    let old_root = root.join(OLD_ROOT);
+    mkdir(&old_root)?;
+    pivot_root(root, &old_root).map_err(|e| sys("pivot_root", e))?;
+    chdir("/").map_err(|e| sys("chdir /", e))?;
+    let old_root = Path::new("/").join(OLD_ROOT);
+    umount2(&old_root, MntFlags::MNT_DETACH).map_err(|e| sys("unmount the node's root", e))?;
+    std::fs::remove_dir(&old_root).context(|| format!("remove {}", old_root.display()))?;
     Ok(())
 }
 
