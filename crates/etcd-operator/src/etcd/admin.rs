@@ -171,6 +171,52 @@ impl EtcdAdmin {
             .await
     }
 
+    /// Starts etcd's downgrade of the cluster version to `target` (a minor
+    /// release such as `3.6`): etcd validates it first (one minor step
+    /// down, no downgrade already in progress), then lowers the cluster
+    /// version and each member's storage version, so that members of the
+    /// older release can start on their data. Sent to the leader.
+    pub async fn enable_downgrade(&self, target: &str) -> Result<(), EtcdError> {
+        let leader = self.find_leader().await?;
+        let version = downgrade_version(target);
+        self.clients
+            .call(
+                &leader.endpoint,
+                LeaderRequirement::RequireLeader,
+                "enable downgrade",
+                RequestSubject::None,
+                |client| async move {
+                    client
+                        .maintenance_client()
+                        .downgrade(etcd_client::DowngradeOptions::Enable(version))
+                        .await
+                        .map(|_| ())
+                },
+            )
+            .await
+    }
+
+    /// Cancels the downgrade in progress: the cluster version goes back up
+    /// once every member runs the newer release again.
+    pub async fn cancel_downgrade(&self) -> Result<(), EtcdError> {
+        let leader = self.find_leader().await?;
+        self.clients
+            .call(
+                &leader.endpoint,
+                LeaderRequirement::RequireLeader,
+                "cancel downgrade",
+                RequestSubject::None,
+                |client| async move {
+                    client
+                        .maintenance_client()
+                        .downgrade(etcd_client::DowngradeOptions::Cancel)
+                        .await
+                        .map(|_| ())
+                },
+            )
+            .await
+    }
+
     /// Transfers leadership to `target` (a started voter). Sent to the
     /// current leader, as etcd requires. A no-op when `target` already leads.
     pub async fn move_leader(&self, target: MemberId) -> Result<(), EtcdError> {
@@ -251,6 +297,16 @@ pub(crate) fn to_member(member: &etcd_client::Member) -> Member {
     }
 }
 
+/// The version etcd's downgrade API takes: `major.minor.0` (etcd parses a
+/// full semantic version and keeps its minor release).
+fn downgrade_version(target: &str) -> String {
+    let mut parts = target.split('.');
+    match (parts.next(), parts.next()) {
+        (Some(major), Some(minor)) => format!("{major}.{minor}.0"),
+        _ => target.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +326,7 @@ mod tests {
             db_size_quota: 0,
             version: "3.6.0".into(),
             storage_version: "3.6.0".into(),
+            downgrade_target: None,
             is_learner: false,
             errors: vec![],
         }

@@ -239,6 +239,10 @@ impl EndpointClients {
             db_size_quota: response.db_size_quota(),
             version: response.version().to_string(),
             storage_version: response.storage_version().to_string(),
+            downgrade_target: response
+                .downgrade_info()
+                .filter(|info| info.enabled())
+                .map(|info| info.target_version().to_string()),
             is_learner: response.is_learner(),
             errors: response.errors().to_vec(),
         })

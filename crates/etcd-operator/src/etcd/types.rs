@@ -53,7 +53,12 @@ pub struct EndpointStatus {
     pub db_size_quota: i64,
     /// etcd server version, e.g. "3.6.16".
     pub version: String,
+    /// The minor release of the member's data, e.g. "3.6.0": a release
+    /// older than it refuses to start on this data.
     pub storage_version: String,
+    /// The target version of etcd's downgrade in progress, as this member
+    /// knows it (e.g. "3.6.0"); `None` when no downgrade is enabled.
+    pub downgrade_target: Option<String>,
     pub is_learner: bool,
     /// Errors the member reports about itself, e.g. active alarms
     /// (`memberID:... alarm:NOSPACE`).
