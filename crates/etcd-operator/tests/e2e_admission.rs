@@ -917,6 +917,14 @@ fn transitions() -> Vec<Transition> {
     let plain = cluster(json!({}));
     let bootstrap_rule = "spec.bootstrap is set at creation only";
     vec![
+        // One minor release down: etcd's downgrade, driven by the operator.
+        Transition {
+            kind: Cluster,
+            name: "newer",
+            spec: cluster(json!({ "version": "3.7.3" })),
+            change: json!({ "version": "3.6.16" }),
+            message: None,
+        },
         Transition {
             kind: Cluster,
             name: "restored",
@@ -924,12 +932,28 @@ fn transitions() -> Vec<Transition> {
             change: json!({ "bootstrap": { "fromBackup": { "clusterName": "other" } } }),
             message: Some(bootstrap_rule),
         },
+        // One minor release down: etcd's downgrade, driven by the operator.
+        Transition {
+            kind: Cluster,
+            name: "newer",
+            spec: cluster(json!({ "version": "3.7.3" })),
+            change: json!({ "version": "3.6.16" }),
+            message: None,
+        },
         Transition {
             kind: Cluster,
             name: "restored",
             spec: restored.clone(),
             change: json!({ "bootstrap": null }),
             message: Some(bootstrap_rule),
+        },
+        // One minor release down: etcd's downgrade, driven by the operator.
+        Transition {
+            kind: Cluster,
+            name: "newer",
+            spec: cluster(json!({ "version": "3.7.3" })),
+            change: json!({ "version": "3.6.16" }),
+            message: None,
         },
         Transition {
             kind: Cluster,
@@ -960,13 +984,6 @@ fn transitions() -> Vec<Transition> {
             message: Some("storage.storageClassName is immutable"),
         },
         Transition {
-            kind: Cluster,
-            name: "newer",
-            spec: cluster(json!({ "version": "3.7.3" })),
-            change: json!({ "version": "3.6.16" }),
-            message: Some("version may not go down a minor release"),
-        },
-        Transition {
             kind: Backup,
             name: "once",
             spec: backup(s3()),
@@ -979,6 +996,14 @@ fn transitions() -> Vec<Transition> {
             name: "plain",
             spec: plain.clone(),
             change: json!({ "storage": { "size": "2Gi" }, "version": "3.7.3", "replicas": 5 }),
+            message: None,
+        },
+        // One minor release down: etcd's downgrade, driven by the operator.
+        Transition {
+            kind: Cluster,
+            name: "newer",
+            spec: cluster(json!({ "version": "3.7.3" })),
+            change: json!({ "version": "3.6.16" }),
             message: None,
         },
         Transition {

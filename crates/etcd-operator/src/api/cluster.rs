@@ -49,8 +49,14 @@ use super::{
     printcolumn(
         name = "Version",
         type_ = "string",
-        json_path = ".spec.version",
-        description = "etcd version"
+        json_path = ".status.version",
+        description = "etcd releases the members run (running→desired during a rollout)"
+    ),
+    printcolumn(
+        name = "Updated",
+        type_ = "integer",
+        json_path = ".status.updatedMembers",
+        description = "Members whose Pod runs the current template"
     ),
     printcolumn(
         name = "Available",
@@ -85,12 +91,16 @@ pub struct EtcdClusterSpec {
     /// etcd version, e.g. `3.6.16`. Defaults to the newest 3.6 release this
     /// operator pins. A version the operator does not support is reported in
     /// status and not rolled out.
-    /// A minor release never goes down (3.7 to 3.6): etcd does not start
-    /// on data written by a newer minor release.
+    ///
+    /// A change rolls through the members one at a time, followers first,
+    /// the leader last: patch releases either way; one minor release at a
+    /// time up (3.6 → 3.7, from 3.6.11 or later); one minor release down
+    /// (3.7 → 3.6) through etcd's downgrade, which the operator enables
+    /// before the first member runs the older release.
     #[serde(default = "default_version")]
     #[schemars(length(max = 32))]
     #[x_kube(validation = version::rule())]
-    #[x_kube(validation = version::no_minor_downgrade())]
+    #[x_kube(validation = version::one_minor_step())]
     pub version: String,
 
     /// Persistent storage of each member's data directory.

@@ -88,7 +88,15 @@ mod tests {
             .collect();
         assert_eq!(
             columns,
-            ["Replicas", "Ready", "Version", "Available", "Phase", "Age"]
+            [
+                "Replicas",
+                "Ready",
+                "Version",
+                "Updated",
+                "Available",
+                "Phase",
+                "Age"
+            ]
         );
     }
 

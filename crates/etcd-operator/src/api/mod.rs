@@ -12,6 +12,7 @@ mod bootstrap;
 mod cluster;
 mod crd;
 pub mod identity;
+pub mod pod_revision;
 mod pod_rules;
 mod pod_template;
 mod recovery;

@@ -41,6 +41,21 @@ pub struct EtcdClusterStatus {
     #[serde(default)]
     pub ready_members: i32,
 
+    /// The etcd releases the members run: `3.6.16`, or `3.6.16→3.7.3`
+    /// (what runs → what the spec asks for) while a rollout changes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+
+    /// The hash of the member Pod template the spec asks for; a member whose
+    /// Pod carries another (`durable-etcd.io/pod-template-hash`) is replaced
+    /// by the rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_template_hash: Option<String>,
+
+    /// Number of members whose Pod runs the current template.
+    #[serde(default)]
+    pub updated_members: i32,
+
     /// The newest revision seen on any member; before a restore, compare it
     /// with the revision the restore would keep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,6 +205,16 @@ pub struct MemberStatus {
     /// The member's raft index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raft_index: Option<i64>,
+
+    /// The etcd release the member runs (as it reports it, else its Pod's
+    /// image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+
+    /// Whether its Pod was built from the current template
+    /// (`status.podTemplateHash`); false while a rollout has not reached it.
+    #[serde(default)]
+    pub pod_up_to_date: bool,
 
     /// What is wrong with the member, or what the operator is doing with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

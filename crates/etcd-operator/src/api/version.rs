@@ -18,16 +18,15 @@ pub fn rule() -> kube::core::Rule {
     )
 }
 
-/// The transition rule of `spec.version`: the minor release never goes
-/// down. etcd refuses to start on data written by a newer minor release
-/// (its storage version) unless the cluster was first downgraded through
-/// etcd's downgrade API, which the operator does not drive.
-pub fn no_minor_downgrade() -> kube::core::Rule {
+/// The transition rule of `spec.version`: one minor release at a time,
+/// either way (3.6 → 3.7, 3.7 → 3.6), as etcd upgrades and downgrades; a
+/// patch release may change freely.
+pub fn one_minor_step() -> kube::core::Rule {
     super::rules::rule(
         format!(
-            "!self.matches('{PATTERN}') || !oldSelf.matches('{PATTERN}') || int(self.split('.')[1]) >= int(oldSelf.split('.')[1])"
+            "!self.matches('{PATTERN}') || !oldSelf.matches('{PATTERN}') || (int(self.split('.')[1]) - int(oldSelf.split('.')[1]) <= 1 && int(oldSelf.split('.')[1]) - int(self.split('.')[1]) <= 1)"
         ),
-        "version may not go down a minor release (e.g. 3.7 to 3.6): etcd does not start on data written by a newer minor release",
+        "version may change by one minor release at a time (e.g. 3.6 to 3.7 or 3.7 to 3.6): etcd upgrades and downgrades one minor release at a time",
     )
 }
 

@@ -27,6 +27,10 @@ pub enum ActionKind {
     RunRestore,
     DeleteRestorePod,
     AdoptRestoredVolume,
+    /// A member's Pod replaced because it runs an older Pod template.
+    RollMember,
+    EnableDowngrade,
+    CancelDowngrade,
 }
 
 /// What a kind of action publishes when it is taken.
@@ -58,7 +62,7 @@ pub struct ActionRow {
 
 impl ActionKind {
     /// Every kind, in the order of the table.
-    pub const ALL: [ActionKind; 20] = [
+    pub const ALL: [ActionKind; 23] = [
         Self::CreatePeerService,
         Self::CreateClientService,
         Self::ApplyPodDisruptionBudget,
@@ -79,6 +83,9 @@ impl ActionKind {
         Self::RunRestore,
         Self::DeleteRestorePod,
         Self::AdoptRestoredVolume,
+        Self::RollMember,
+        Self::EnableDowngrade,
+        Self::CancelDowngrade,
     ];
 
     /// The table: the one place that names a kind of action and says what
@@ -125,6 +132,9 @@ impl ActionKind {
             Self::AdoptRestoredVolume => {
                 ("AdoptRestoredVolume", "VolumeClaimAdopted", Normal, false)
             }
+            Self::RollMember => ("RollMember", "MemberRolled", Normal, false),
+            Self::EnableDowngrade => ("EnableDowngrade", "DowngradeEnabled", Normal, false),
+            Self::CancelDowngrade => ("CancelDowngrade", "DowngradeCancelled", Normal, false),
         };
         ActionRow {
             name,
@@ -359,6 +369,31 @@ pub enum Action {
         /// Token of the new incarnation.
         token: String,
     },
+    /// Replace the Pod of a member that runs an older Pod template: its
+    /// Pod is deleted (gracefully) and recreated from the current spec on
+    /// the same PVC, as the same member.
+    RollMember {
+        /// The ordinal.
+        ordinal: u32,
+        /// What the member runs and what it will run, in words.
+        change: String,
+        /// Members already on the current template, and the voters.
+        updated: usize,
+        /// The voters.
+        of: usize,
+    },
+    /// Start etcd's downgrade to a minor release (`3.6`): lowers the
+    /// cluster's and the members' storage version so that the older release
+    /// can start on their data.
+    EnableDowngrade {
+        /// The minor release, e.g. `3.6`.
+        target: String,
+    },
+    /// Cancel etcd's downgrade in progress (the spec went back up).
+    CancelDowngrade {
+        /// The downgrade's target, as etcd reports it.
+        target: String,
+    },
 }
 
 impl Action {
@@ -385,6 +420,9 @@ impl Action {
             Self::RunRestore { .. } => ActionKind::RunRestore,
             Self::DeleteRestorePod { .. } => ActionKind::DeleteRestorePod,
             Self::AdoptRestoredVolume { .. } => ActionKind::AdoptRestoredVolume,
+            Self::RollMember { .. } => ActionKind::RollMember,
+            Self::EnableDowngrade { .. } => ActionKind::EnableDowngrade,
+            Self::CancelDowngrade { .. } => ActionKind::CancelDowngrade,
         }
     }
 
@@ -511,6 +549,21 @@ impl Action {
                 "recording incarnation {token} on the PVC of {}",
                 member(ordinal)
             ),
+            Self::RollMember {
+                ordinal,
+                change,
+                updated,
+                of,
+            } => format!(
+                "replacing the Pod of {} ({change}); {updated} of {of} members updated",
+                member(ordinal)
+            ),
+            Self::EnableDowngrade { target } => format!(
+                "enabling etcd's downgrade to {target}: the cluster and storage versions go down before members run {target}"
+            ),
+            Self::CancelDowngrade { target } => {
+                format!("cancelling etcd's downgrade to {target}: the spec no longer asks for it")
+            }
         }
     }
 }

@@ -25,6 +25,11 @@ pub struct Context<'a> {
     pub replicas: u32,
     /// The restore into a new incarnation in progress, if any.
     pub restoring: Option<crate::api::RestoreStatus>,
+    /// The hash of the member Pod template the spec asks for.
+    pub desired_template: String,
+    /// The target of etcd's downgrade in progress (`3.6.0`), as any
+    /// answering member reports it.
+    pub downgrade_target: Option<String>,
 }
 
 impl<'a> Context<'a> {
@@ -75,6 +80,13 @@ impl<'a> Context<'a> {
             bootstrap_replicas,
             replicas,
             restoring,
+            desired_template: crate::api::pod_revision::template_hash(&o.spec),
+            downgrade_target: o
+                .etcd
+                .endpoints
+                .iter()
+                .filter_map(|e| e.status.as_ref()?.downgrade_target.clone())
+                .next(),
         }
     }
 

@@ -31,7 +31,9 @@ pub fn decide(cx: &Context<'_>) -> Step {
         pdb,
         add_missing_members,
         scale_down,
+        // Data kept for a person comes first: a rollout waits for it.
         retained_data,
+        super::rollout::roll_members,
     ]
     .iter()
     .find_map(|step| step(cx))

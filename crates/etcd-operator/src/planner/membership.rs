@@ -37,6 +37,10 @@ pub struct KnownMember {
     pub raft_index: Option<u64>,
     /// What its endpoint said when unhealthy.
     pub health_detail: Option<String>,
+    /// The etcd release it runs, as it reports it.
+    pub version: Option<String>,
+    /// The release of its data (`3.6.0`), as it reports it.
+    pub storage_version: Option<String>,
 }
 
 /// Where the membership came from.
@@ -96,6 +100,12 @@ impl Membership {
                         revision: m.status.as_ref().map(|s| s.revision),
                         raft_index: m.status.as_ref().map(|s| s.raft_index),
                         health_detail: health_detail(&m.health),
+                        version: m.status.as_ref().map(|s| s.version.clone()),
+                        storage_version: m
+                            .status
+                            .as_ref()
+                            .map(|s| s.storage_version.clone())
+                            .filter(|v| !v.is_empty()),
                     }
                 })
                 .collect();
@@ -203,5 +213,7 @@ fn last_known(cluster: &str, m: &MemberStatus, now: Timestamp) -> Option<KnownMe
         revision: m.revision,
         raft_index: m.raft_index.and_then(|i| u64::try_from(i).ok()),
         health_detail: Some("no member answered".to_string()),
+        version: m.version.clone(),
+        storage_version: None,
     })
 }

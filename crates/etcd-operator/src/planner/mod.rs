@@ -16,7 +16,9 @@ mod decide;
 mod evidence;
 mod membership;
 mod observed;
+mod release;
 mod restore;
+mod rollout;
 mod status;
 mod step;
 mod survivor;
@@ -33,6 +35,8 @@ pub use observed::{
     Children, GuardRefusal, NodeState, Observed, OrdinalObjects, PodPhase, PodState, PvcPhase,
     PvcState, RestorePodState, VolumeKind,
 };
+pub use release::{Release, ReleaseStep};
+pub use rollout::{Progress, ROLLOUT_STALL};
 pub use step::{Step, Waiting};
 pub use survivor::{Survivor, SurvivorChoice};
 
@@ -83,9 +87,10 @@ pub fn plan(observed: &Observed) -> Plan {
         Step::Act(action) => (Some(action), None, Duration::from_secs(1)),
         Step::Wait(waiting) => {
             let after = match waiting {
-                Waiting::HealthNotStable | Waiting::LearnerCatchingUp | Waiting::InProgress(_) => {
-                    Duration::from_secs(5)
-                }
+                Waiting::HealthNotStable
+                | Waiting::LearnerCatchingUp
+                | Waiting::InProgress(_)
+                | Waiting::Rollout(_) => Duration::from_secs(5),
                 Waiting::Bootstrapping | Waiting::QuorumLost { .. } => Duration::from_secs(10),
                 _ => Duration::from_secs(30),
             };

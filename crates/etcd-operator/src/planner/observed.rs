@@ -143,6 +143,10 @@ pub struct PodState {
     pub guard_refusal: Option<GuardRefusal>,
     /// The etcd version of its image.
     pub version: Option<String>,
+    /// The hash of the Pod template it was built from
+    /// (`durable-etcd.io/pod-template-hash`); `None` for a Pod built by a
+    /// release that did not record it.
+    pub template_hash: Option<String>,
     /// Found by its name, not by the cluster's labels.
     pub labels_missing: bool,
 }

@@ -258,10 +258,36 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         phase: Some(phase),
         members,
         ready_members: i32::try_from(ready).unwrap_or(i32::MAX),
+        version: running_versions(cx),
+        pod_template_hash: Some(cx.desired_template.clone()),
+        updated_members: i32::try_from(super::rollout::progress(cx).updated).unwrap_or(i32::MAX),
         newest_revision,
         conditions,
         last_operation,
         restore,
+    }
+}
+
+/// The releases the members run, and the spec's when a member runs
+/// another: `3.6.16` or `3.6.16→3.7.3` (`3.6.16,3.7.3→3.7.3` midway).
+fn running_versions(cx: &Context<'_>) -> Option<String> {
+    let mut running: Vec<super::Release> = (0..cx.replicas)
+        .filter_map(|o| super::rollout::running_release(cx, o))
+        .collect();
+    running.sort_unstable();
+    running.dedup();
+    let desired = &cx.o.spec.version;
+    match running.as_slice() {
+        [] => None,
+        [only] if only.to_string() == *desired => Some(desired.clone()),
+        several => Some(format!(
+            "{}→{desired}",
+            several
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        )),
     }
 }
 
@@ -418,8 +444,20 @@ fn spec_warnings(cx: &Context<'_>) -> String {
     }
 }
 
+/// A rollout's state in words: how far it is, and what it waits for.
+fn rollout_message(cx: &Context<'_>, what: &str) -> String {
+    let progress = super::rollout::progress(cx);
+    format!(
+        "{} of {} members updated to Pod template {}; {what}",
+        progress.updated, progress.of, cx.desired_template
+    )
+}
+
 fn progress(cx: &Context<'_>, step: &Step) -> (bool, &'static str, String) {
     match step {
+        Step::Act(action @ crate::planner::Action::RollMember { .. }) => {
+            (true, "RollingOut", action.describe(&cx.o.name))
+        }
         Step::Act(action) => (true, "ActionIssued", action.describe(&cx.o.name)),
         Step::Wait(Waiting::Bootstrapping) => (
             true,
@@ -449,6 +487,10 @@ fn progress(cx: &Context<'_>, step: &Step) -> (bool, &'static str, String) {
             "MajorityDataLost",
             "waiting for the recovery policy".to_string(),
         ),
+        Step::Wait(Waiting::Rollout(what)) => (true, "RollingOut", rollout_message(cx, what)),
+        Step::Wait(Waiting::RolloutHalted(what)) => {
+            (false, "RolloutHalted", rollout_message(cx, what))
+        }
         Step::Wait(Waiting::Steady) => (
             false,
             "UpToDate",
@@ -496,6 +538,8 @@ fn members(cx: &Context<'_>) -> Vec<MemberStatus> {
                 .find(|m| m.name == name)
                 .and_then(|m| m.revision);
             let mut status = MemberStatus {
+                version: super::rollout::running_release(cx, ordinal).map(|r| r.to_string()),
+                pod_up_to_date: super::rollout::up_to_date(cx, ordinal),
                 name: name.clone(),
                 pod: objects.pod.as_ref().map(|_| name.clone()),
                 node: objects.pod.as_ref().and_then(|p| p.node.clone()),

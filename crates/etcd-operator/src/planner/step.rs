@@ -39,6 +39,11 @@ pub enum Waiting {
     NeedsAttention(String),
     /// A Pod or volume is on its way (terminating, starting).
     InProgress(String),
+    /// A rollout waits before its next member; the message says for what.
+    Rollout(String),
+    /// A rollout stopped at a member on the new template that does not
+    /// come back; the message says which and why.
+    RolloutHalted(String),
     /// Nothing to do.
     Steady,
 }

@@ -122,6 +122,13 @@ pub enum Step {
         /// Token of the new incarnation.
         token: String,
     },
+    /// Start etcd's downgrade to a minor release.
+    EnableDowngrade {
+        /// The minor release, e.g. `3.6`.
+        target: String,
+    },
+    /// Cancel etcd's downgrade in progress.
+    CancelDowngrade,
     /// Nothing to do against the API server or etcd: the pass records a
     /// restore in status, which is written after the step.
     RecordRestore,
@@ -223,6 +230,18 @@ pub async fn execute(
             .await?;
             Ok(note(step))
         }
+        Step::EnableDowngrade { target } => {
+            etcd.call("enable downgrade", async |a| {
+                a.enable_downgrade(target).await
+            })
+            .await?;
+            Ok(note(step))
+        }
+        Step::CancelDowngrade => {
+            etcd.call("cancel downgrade", async |a| a.cancel_downgrade().await)
+                .await?;
+            Ok(note(step))
+        }
         Step::MoveLeader { id, .. } => {
             etcd.call("move leader", async |a| a.move_leader(*id).await)
                 .await?;
@@ -277,6 +296,10 @@ pub fn note(step: &Step) -> String {
             format!("recorded incarnation {token} on PersistentVolumeClaim {name}")
         }
         Step::RecordRestore => "recorded the restore in status".to_string(),
+        Step::EnableDowngrade { target } => format!(
+            "enabled etcd's downgrade to {target}: the cluster version is lowered, and each member's storage version after it"
+        ),
+        Step::CancelDowngrade => "cancelled etcd's downgrade".to_string(),
     }
 }
 

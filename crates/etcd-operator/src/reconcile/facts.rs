@@ -228,6 +228,10 @@ pub fn pod_state(pod: &Pod) -> PodState {
             .and_then(|s| s.containers.iter().find(|c| c.name == "etcd"))
             .and_then(|c| c.image.as_deref())
             .and_then(image_version),
+        template_hash: pod
+            .annotations()
+            .get(crate::api::pod_revision::TEMPLATE_HASH_ANNOTATION)
+            .cloned(),
         labels_missing: false,
     }
 }

@@ -259,6 +259,18 @@ fn to_step(
                 force: *force,
             }
         }
+        Action::RollMember { ordinal, .. } => {
+            let pod_name = member(*ordinal);
+            Step::DeletePod {
+                uid: uid_of_pod(&pod_name),
+                name: pod_name,
+                force: false,
+            }
+        }
+        Action::EnableDowngrade { target } => Step::EnableDowngrade {
+            target: target.clone(),
+        },
+        Action::CancelDowngrade { .. } => Step::CancelDowngrade,
         Action::DeletePvc { ordinal, .. } => {
             let claim = pvc_name(&name, *ordinal);
             Step::DeletePvc {

@@ -24,6 +24,7 @@ use crate::api::identity::{
     CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION, MemberIdentity,
     format_id,
 };
+use crate::api::pod_revision::{TEMPLATE_HASH_ANNOTATION, template_hash};
 use crate::api::{EtcdCluster, MemberPodTemplate, version};
 use crate::planner::Bootstrap;
 use crate::pod_contract::TERMINATION_MESSAGE_POLICY;
@@ -367,9 +368,12 @@ pub fn member_pod_with(
     let mut pod_labels = template.labels.clone();
     pod_labels.extend(labels(&name, Some(ordinal)));
     metadata.labels = Some(pod_labels);
-    if !template.annotations.is_empty() {
-        metadata.annotations = Some(template.annotations.clone());
-    }
+    let mut pod_annotations = template.annotations.clone();
+    pod_annotations.insert(
+        TEMPLATE_HASH_ANNOTATION.to_string(),
+        template_hash(&cluster.spec),
+    );
+    metadata.annotations = Some(pod_annotations);
     let data_mount = VolumeMount {
         name: "data".to_string(),
         mount_path: DATA_MOUNT.to_string(),

@@ -6,4 +6,5 @@
 mod evidence;
 mod lifecycle;
 mod properties;
+mod rollout;
 mod sim;

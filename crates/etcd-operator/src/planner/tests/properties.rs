@@ -20,6 +20,10 @@ enum Fault {
     Reconcile,
     /// A person approves a restore of the current incarnation.
     Approve,
+    /// A person changes the release: 3.7 when true, back to 3.6 when false.
+    ChangeVersion(bool),
+    /// A person changes a tuning flag (rolls every member).
+    Tune(u8),
 }
 
 fn fault() -> impl Strategy<Value = Fault> {
@@ -34,6 +38,8 @@ fn fault() -> impl Strategy<Value = Fault> {
         2 => prop_oneof![Just(5i64), Just(60), Just(400)].prop_map(Fault::Wait),
         8 => Just(Fault::Reconcile),
         1 => Just(Fault::Approve),
+        1 => any::<bool>().prop_map(Fault::ChangeVersion),
+        1 => (0u8..3).prop_map(Fault::Tune),
     ]
 }
 
@@ -78,6 +84,12 @@ fn apply(sim: &mut Sim, fault: &Fault) {
         }
         Fault::Approve => {
             sim.approve_newest_survivor();
+        }
+        Fault::ChangeVersion(up) => {
+            sim.spec.version = if *up { "3.7.3" } else { "3.6.16" }.to_string();
+        }
+        Fault::Tune(n) => {
+            sim.spec.etcd.snapshot_count = 10_000 + i64::from(*n);
         }
     }
 }
@@ -172,6 +184,14 @@ fn check(replicas: i32, volumes: Volumes, faults: &[Fault]) -> Result<(), TestCa
             sim.healthy_voters(),
             usize::try_from(replicas).unwrap_or(0),
             "{:#?}",
+            sim.status
+        );
+        // Every rollout the faults interrupted has finished.
+        let desired = crate::api::pod_revision::template_hash(&sim.spec);
+        prop_assert!(
+            sim.pods.values().all(|p| p.template == desired),
+            "pods left on an older template: {:#?}\n{:#?}",
+            sim.pods,
             sim.status
         );
     }

@@ -71,6 +71,9 @@ pub struct SimPod {
     pub bootstrap: Bootstrap,
     pub refusal: Option<GuardRefusal>,
     pub running: bool,
+    /// The Pod template it was built from, and the etcd release it runs.
+    pub template: String,
+    pub version: String,
 }
 
 #[derive(Clone, Debug)]
@@ -129,6 +132,15 @@ pub struct Sim {
     /// Members whose etcd runs but does not answer on its client port (it
     /// restarted without quorum and cannot publish itself).
     pub silent: std::collections::BTreeSet<u64>,
+    /// The minor release of the members' data (etcd's storage version): a
+    /// release older than it refuses to start.
+    pub storage: crate::planner::Release,
+    /// The target of etcd's downgrade, once enabled.
+    pub downgrade: Option<crate::planner::Release>,
+    /// Releases that fail to start (a broken build, a bad flag).
+    pub broken_releases: Vec<String>,
+    /// The member leadership was moved to, while it is a healthy voter.
+    pub leader: Option<u64>,
 }
 
 impl Sim {
@@ -164,6 +176,10 @@ impl Sim {
             machines_alive: std::collections::BTreeSet::new(),
             silent: std::collections::BTreeSet::new(),
             stalled: Vec::new(),
+            storage: release_line(crate::api::version::DEFAULT),
+            downgrade: None,
+            broken_releases: Vec::new(),
+            leader: None,
         };
         for _ in 0..nodes {
             sim.add_node();
@@ -192,6 +208,7 @@ impl Sim {
         self.pods.get(&m.ordinal).is_some_and(|p| {
             p.running
                 && !p.deleting
+                && self.release_starts(&p.version)
                 && p.node
                     .as_ref()
                     .is_some_and(|n| self.nodes.get(n).is_some_and(|n| n.up))
@@ -199,6 +216,12 @@ impl Sim {
             .pvcs
             .get(&m.ordinal)
             .is_some_and(|p| p.data == Some(m.id))
+    }
+
+    /// Whether etcd of `version` starts on the members' data: not older
+    /// than its storage version, and not a broken release.
+    pub fn release_starts(&self, version: &str) -> bool {
+        release_line(version) >= self.storage && !self.broken_releases.iter().any(|b| b == version)
     }
 
     pub fn voters(&self) -> impl Iterator<Item = &SimMember> {
@@ -316,8 +339,35 @@ impl Sim {
         if self.has_quorum() && !self.formed {
             self.formed = true;
         }
+        self.settle_versions();
         if self.formed && !self.majority_data_exists() {
             self.majority_ever_lost = true;
+        }
+    }
+
+    /// etcd's cluster version: it follows the lowest release the members
+    /// run once all run it (the storage version with it); a downgrade ends
+    /// once every member runs its target.
+    fn settle_versions(&mut self) {
+        if !self.has_quorum() {
+            return;
+        }
+        let lines: Vec<crate::planner::Release> = self
+            .voters()
+            .filter_map(|m| self.pods.get(&m.ordinal))
+            .map(|p| release_line(&p.version))
+            .collect();
+        if lines.len() != self.voters().count() {
+            return;
+        }
+        let Some(lowest) = lines.iter().copied().min() else {
+            return;
+        };
+        match self.downgrade {
+            Some(target) if lines.iter().all(|l| *l == target) => self.downgrade = None,
+            Some(_) => {}
+            None if lowest > self.storage => self.storage = lowest,
+            None => {}
         }
     }
 
@@ -596,7 +646,8 @@ impl Sim {
                 deleting: pod.deleting,
                 node: pod.node.clone(),
                 guard_refusal: pod.refusal.clone(),
-                version: Some(self.spec.version.clone()),
+                version: Some(pod.version.clone()),
+                template_hash: Some(pod.template.clone()),
                 labels_missing: false,
             });
         }
@@ -639,6 +690,14 @@ impl Sim {
         }
     }
 
+    /// The raft leader: the voter leadership was moved to while it is
+    /// healthy, else the first healthy voter.
+    pub fn current_leader(&self) -> Option<u64> {
+        self.leader
+            .filter(|id| self.voters().any(|m| m.id == *id && self.member_healthy(m)))
+            .or_else(|| self.voters().find(|m| self.member_healthy(m)).map(|m| m.id))
+    }
+
     fn pod_member_healthy(&self, ordinal: u32) -> bool {
         self.members
             .iter()
@@ -651,11 +710,7 @@ impl Sim {
             return ObservedEtcd::nothing_observed();
         }
         let quorum = self.has_quorum();
-        let leader = if quorum {
-            self.voters().find(|m| self.member_healthy(m)).map(|m| m.id)
-        } else {
-            None
-        };
+        let leader = if quorum { self.current_leader() } else { None };
         ObservedEtcd {
             cluster_id: self.cluster_id,
             members: self
@@ -688,7 +743,17 @@ impl Sim {
             quorum_reachable: quorum,
             quorum_error: None,
             max_revision: None,
-            endpoints: Vec::new(),
+            endpoints: self
+                .members
+                .iter()
+                .filter_map(|m| self.member_status(m))
+                .map(|status| crate::etcd::EndpointObservation {
+                    endpoint: status.endpoint.clone(),
+                    status: Some(status),
+                    health: MemberHealth::Healthy,
+                    error: None,
+                })
+                .collect(),
         }
     }
 
@@ -702,7 +767,12 @@ impl Sim {
             .as_ref()
             .and_then(|n| self.nodes.get(n))
             .is_some_and(|n| n.up);
-        if !pod.running || !node_up || pvc.data != Some(m.id) || self.silent.contains(&m.id) {
+        if !pod.running
+            || !node_up
+            || pvc.data != Some(m.id)
+            || self.silent.contains(&m.id)
+            || !self.release_starts(&pod.version)
+        {
             return None;
         }
         Some(crate::etcd::EndpointStatus {
@@ -717,8 +787,9 @@ impl Sim {
             db_size: 0,
             db_size_in_use: 0,
             db_size_quota: 0,
-            version: self.spec.version.clone(),
-            storage_version: String::new(),
+            version: pod.version.clone(),
+            storage_version: format!("{}.0", self.storage.line()),
+            downgrade_target: self.downgrade.map(|d| format!("{}.0", d.line())),
             is_learner: m.learner,
             errors: Vec::new(),
         })
@@ -905,6 +976,12 @@ impl Sim {
                     }
                     self.new_tokens.push(bootstrap.token().to_string());
                 }
+                if release_line(&self.spec.version) < self.storage {
+                    self.violation(
+                        "a Pod of a release older than the members' storage version",
+                        &action,
+                    );
+                }
                 self.pods.insert(
                     *ordinal,
                     SimPod {
@@ -913,6 +990,8 @@ impl Sim {
                         bootstrap: bootstrap.clone(),
                         refusal: None,
                         running: false,
+                        template: crate::api::pod_revision::template_hash(&self.spec),
+                        version: self.spec.version.clone(),
                     },
                 );
             }
@@ -1051,7 +1130,60 @@ impl Sim {
                     );
                 }
             }
-            Action::TransferLeadership { .. } => {}
+            Action::TransferLeadership { to, .. } => {
+                if !self.voters().any(|m| m.id == *to && self.member_healthy(m)) {
+                    self.violation("leadership moved to a member that cannot lead", &action);
+                }
+                self.leader = Some(*to);
+            }
+            Action::RollMember { ordinal, .. } => {
+                let Some(pod) = self.pods.get(ordinal).cloned() else {
+                    self.violation("rolling a Pod that does not exist", &action);
+                    return;
+                };
+                if !quorum_before {
+                    self.violation("a rollout step without quorum", &action);
+                }
+                if pod.template == crate::api::pod_revision::template_hash(&self.spec) {
+                    self.violation("rolling a Pod that is up to date", &action);
+                }
+                let others_down = self
+                    .voters()
+                    .filter(|m| m.ordinal != *ordinal && !self.member_healthy(m))
+                    .count();
+                if others_down > 0 {
+                    self.violation(
+                        "a rollout takes a member down while another is down",
+                        &action,
+                    );
+                }
+                if self.members.iter().any(|m| m.learner) {
+                    self.violation("a rollout step while a learner joins", &action);
+                }
+                if let Some(p) = self.pods.get_mut(ordinal) {
+                    p.deleting = true;
+                }
+            }
+            Action::EnableDowngrade { target } => {
+                if !quorum_before {
+                    self.violation("etcd's downgrade enabled without quorum", &action);
+                    return;
+                }
+                let target = release_line(&format!("{target}.0"));
+                if target.minor + 1 != self.storage.minor || self.downgrade.is_some() {
+                    // etcd refuses it (validation); the operator asked wrongly.
+                    self.violation("a downgrade etcd would refuse", &action);
+                    return;
+                }
+                self.downgrade = Some(target);
+                self.storage = target;
+            }
+            Action::CancelDowngrade { .. } => {
+                if self.downgrade.is_none() {
+                    self.violation("cancelling a downgrade that is not enabled", &action);
+                }
+                self.downgrade = None;
+            }
             Action::AdvanceRaftLog { .. } => {
                 if !quorum_before {
                     self.violation("a raft entry proposed without quorum", &action);
@@ -1118,6 +1250,17 @@ impl Sim {
             }
         }
     }
+}
+
+/// The minor line of a release (`3.6.16` → 3.6.0).
+pub fn release_line(version: &str) -> crate::planner::Release {
+    crate::planner::Release::parse(version)
+        .map(|r| crate::planner::Release { patch: 0, ..r })
+        .unwrap_or(crate::planner::Release {
+            major: 0,
+            minor: 0,
+            patch: 0,
+        })
 }
 
 /// The member ID etcd derives from the static bootstrap (a stand-in).

@@ -73,7 +73,9 @@ pub fn is_disruptive(step: &Step, cluster: &str) -> bool {
         | Step::DeletePvc { .. }
         | Step::RemoveMember { .. }
         | Step::RecordRestore
-        | Step::ResetPvcIdentity { .. } => true,
+        | Step::ResetPvcIdentity { .. }
+        // Lowers the cluster version: only for the spec as it stands.
+        | Step::EnableDowngrade { .. } => true,
         // The restore Pod writes a member's volume.
         Step::Apply(Child::Pod(pod)) => pod.name_any() == restore_pod_name(cluster),
         Step::Apply(_)
@@ -82,7 +84,8 @@ pub fn is_disruptive(step: &Step, cluster: &str) -> bool {
         | Step::AddLearner { .. }
         | Step::PromoteLearner { .. }
         | Step::AdvanceRaftLog { .. }
-        | Step::MoveLeader { .. } => false,
+        | Step::MoveLeader { .. }
+        | Step::CancelDowngrade => false,
     }
 }
 

@@ -1,0 +1,386 @@
+//! Rolling changes: every member whose Pod was built from an older Pod
+//! template (another `durable-etcd.io/pod-template-hash`) gets its Pod
+//! replaced, one member at a time, followers first and the leader last once
+//! leadership has moved away; each only while every voter is healthy and
+//! caught up, never while a member is lost, joining or leaving. A release
+//! change follows etcd's rules ([`super::release`]): one minor release at a
+//! time, down only through etcd's downgrade API.
+
+use k8s_openapi::jiff::SignedDuration;
+
+use super::context::Context;
+use super::membership::{KnownMember, Source, quorum};
+use super::observed::PodPhase;
+use super::release::{Release, ReleaseStep};
+use super::step::{Step, Waiting};
+use crate::api::version;
+
+/// How long a member on the new template may stay unhealthy before the
+/// rollout reports itself halted (it still resumes once the member is
+/// healthy, or once the spec changes).
+pub const ROLLOUT_STALL: SignedDuration = SignedDuration::from_secs(120);
+
+/// How far behind the leader's raft index a member may be and still count
+/// as caught up (a few hundred milliseconds of a busy cluster's writes).
+const CATCH_UP_ENTRIES: u64 = 1000;
+
+/// The rollout's progress: members on the current template, of the voters
+/// the spec wants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Members whose Pod runs the current template.
+    pub updated: usize,
+    /// Members wanted (`spec.replicas`).
+    pub of: usize,
+}
+
+/// Whether the Pod of `ordinal` exists and runs the current template.
+pub fn up_to_date(cx: &Context<'_>, ordinal: u32) -> bool {
+    cx.o.objects(ordinal)
+        .pod
+        .is_some_and(|p| p.template_hash.as_deref() == Some(cx.desired_template.as_str()))
+}
+
+/// The rollout's progress over the ordinals the spec wants.
+pub fn progress(cx: &Context<'_>) -> Progress {
+    Progress {
+        updated: (0..cx.replicas).filter(|&o| up_to_date(cx, o)).count(),
+        of: usize::try_from(cx.replicas).unwrap_or(usize::MAX),
+    }
+}
+
+/// The release a member runs: as it reports it, else its Pod's image.
+pub fn running_release(cx: &Context<'_>, ordinal: u32) -> Option<Release> {
+    let reported = cx
+        .membership
+        .of_ordinal(ordinal)
+        .and_then(|m| m.version.as_deref())
+        .and_then(Release::parse);
+    reported.or_else(|| {
+        cx.o.objects(ordinal)
+            .pod
+            .and_then(|p| p.version)
+            .as_deref()
+            .and_then(Release::parse)
+    })
+}
+
+/// The step of the rollout, if one is due.
+pub(super) fn roll_members(cx: &Context<'_>) -> Option<Step> {
+    if cx.membership.source != Source::Live || !cx.membership.quorum || cx.restoring.is_some() {
+        return None;
+    }
+    let desired = Release::parse(&cx.o.spec.version);
+    if let (Some(target), Some(desired)) = (&cx.downgrade_target, desired)
+        && Release::parse(target).is_some_and(|t| !t.same_line(desired))
+    {
+        return Some(Step::Act(super::Action::CancelDowngrade {
+            target: target.clone(),
+        }));
+    }
+    // Missing Pods are recreated by the lifecycle steps, from the current
+    // template: the rollout only replaces Pods that exist.
+    let outdated: Vec<u32> = (0..cx.replicas)
+        .filter(|&o| cx.o.objects(o).pod.is_some() && !up_to_date(cx, o))
+        .collect();
+    if outdated.is_empty() {
+        return None;
+    }
+    let Some(desired) = desired.filter(|_| version::is_supported(&cx.o.spec.version)) else {
+        return wait(Waiting::NeedsAttention(format!(
+            "version {} is not supported by this operator (supported: {}); the members keep their Pods",
+            cx.o.spec.version,
+            version::SUPPORTED.join(", ")
+        )));
+    };
+    if let Some(step) = membership_settled(cx) {
+        return Some(step);
+    }
+    if let Some(step) = release_rules(cx, desired) {
+        return Some(step);
+    }
+    for ordinal in 0..cx.replicas {
+        let Some(pod) = cx.o.objects(ordinal).pod else {
+            return wait(Waiting::InProgress(format!(
+                "the Pod of {} is being recreated",
+                cx.name(ordinal)
+            )));
+        };
+        if pod.deleting {
+            return wait(Waiting::InProgress(format!(
+                "Pod {} is terminating",
+                cx.name(ordinal)
+            )));
+        }
+    }
+    let progress = progress(cx);
+    let roll = |ordinal: u32| {
+        Some(Step::Act(super::Action::RollMember {
+            ordinal,
+            change: change(cx, ordinal, desired),
+            updated: progress.updated,
+            of: progress.of,
+        }))
+    };
+
+    // A member on an older template that does not serve (a release that
+    // fails to start, a bad flag) is replaced first: reverting the spec
+    // must be able to repair it, and it serves nobody meanwhile.
+    if let Some(stuck) = outdated
+        .iter()
+        .copied()
+        .find(|&o| cx.membership.of_ordinal(o).is_some_and(|m| !m.healthy) && node_ready(cx, o))
+        && let Some(member) = cx.membership.of_ordinal(stuck)
+        && cx.membership.change_allowed(&[member.id])
+        && storage_ready(cx, member, desired)
+    {
+        return roll(stuck);
+    }
+
+    if let Some(waiting) = not_settled(cx) {
+        return wait(waiting);
+    }
+    let candidates: Vec<&KnownMember> = outdated
+        .iter()
+        .filter_map(|&o| cx.membership.of_ordinal(o))
+        .collect();
+    let follower = candidates.iter().find(|m| !m.leader);
+    let next = follower.or_else(|| candidates.first())?;
+    let ordinal = next.ordinal?;
+    if !storage_ready(cx, next, desired) {
+        return wait(Waiting::InProgress(format!(
+            "waiting for etcd to lower the storage version of {} to {} before it runs {desired}",
+            cx.name(ordinal),
+            desired.line()
+        )));
+    }
+    if next.leader && cx.membership.voter_count() > 1 {
+        // The leader last, and only once leadership has moved to a member
+        // that is already on the new template.
+        let to = cx
+            .membership
+            .voters()
+            .filter(|m| m.id != next.id && cx.membership.stably_healthy(m))
+            .max_by_key(|m| (m.ordinal.is_some_and(|o| up_to_date(cx, o)), m.raft_index))?;
+        return Some(Step::Act(super::Action::TransferLeadership {
+            from: next.id,
+            to: to.id,
+        }));
+    }
+    let voters = cx.membership.voter_count();
+    let healthy_others = cx
+        .membership
+        .voters()
+        .filter(|m| m.id != next.id && m.healthy)
+        .count();
+    if voters > 1 && healthy_others < quorum(voters) {
+        return wait(Waiting::Rollout(format!(
+            "replacing {} now would leave fewer than {} healthy voters",
+            cx.name(ordinal),
+            quorum(voters)
+        )));
+    }
+    roll(ordinal)
+}
+
+fn wait(waiting: Waiting) -> Option<Step> {
+    Some(Step::Wait(waiting))
+}
+
+/// The rollout waits while the membership is not exactly the spec's voters,
+/// one per ordinal, none of them lost: durability work comes first.
+fn membership_settled(cx: &Context<'_>) -> Option<Step> {
+    if cx.membership.learners().next().is_some() {
+        return wait(Waiting::LearnerCatchingUp);
+    }
+    let lost = cx.lost_voters();
+    if !lost.is_empty() {
+        return wait(Waiting::Rollout(
+            "the rollout waits while a member whose data is lost is replaced".to_string(),
+        ));
+    }
+    let ordinals: Vec<Option<u32>> = cx.membership.voters().map(|m| m.ordinal).collect();
+    let matches = ordinals.len() == usize::try_from(cx.replicas).unwrap_or(usize::MAX)
+        && (0..cx.replicas).all(|o| ordinals.contains(&Some(o)));
+    if !matches {
+        return wait(Waiting::Rollout(
+            "the rollout waits until the voters match spec.replicas".to_string(),
+        ));
+    }
+    None
+}
+
+/// etcd's rules for the release change: one minor release at a time; up
+/// only from the documented patch floor; down only through etcd's
+/// downgrade, enabled before the first member runs the older release.
+fn release_rules(cx: &Context<'_>, desired: Release) -> Option<Step> {
+    let mut running = Vec::new();
+    for ordinal in 0..cx.replicas {
+        match running_release(cx, ordinal) {
+            Some(release) => running.push((ordinal, release)),
+            None => {
+                return wait(Waiting::Rollout(format!(
+                    "the rollout waits until {} reports the release it runs",
+                    cx.name(ordinal)
+                )));
+            }
+        }
+    }
+    for &(ordinal, release) in &running {
+        match release.step_to(desired) {
+            ReleaseStep::Patch | ReleaseStep::MinorDowngrade => {}
+            ReleaseStep::Unsupported => {
+                return wait(Waiting::NeedsAttention(format!(
+                    "{} runs {release}; {desired} is more than one minor release away, and etcd moves one minor release at a time: set spec.version to a {} release first",
+                    cx.name(ordinal),
+                    step_towards(release, desired)
+                )));
+            }
+            ReleaseStep::MinorUpgrade => {
+                if let Some(floor) = release.upgrade_floor()
+                    && release < floor
+                {
+                    return wait(Waiting::NeedsAttention(format!(
+                        "{} runs {release}; etcd upgrades to {} only from {floor} or later: set spec.version to the newest {} release first",
+                        cx.name(ordinal),
+                        desired.line(),
+                        release.line()
+                    )));
+                }
+            }
+        }
+    }
+    // The data is of a newer minor release only once etcd raised the
+    // storage version (every member ran it): then, and only then, going
+    // back needs etcd's downgrade. A partial upgrade just rolls back.
+    let Some(storage) = cluster_storage(cx) else {
+        return wait(Waiting::Rollout(
+            "the rollout waits until a member reports the storage version of its data".to_string(),
+        ));
+    };
+    let downgrade = storage.step_to(desired) == ReleaseStep::MinorDowngrade;
+    let enabled = cx
+        .downgrade_target
+        .as_deref()
+        .and_then(Release::parse)
+        .is_some_and(|t| t.same_line(desired));
+    if downgrade && !enabled {
+        if !cx.membership.change_allowed(&[]) {
+            return wait(Waiting::Rollout(
+                "etcd's downgrade is enabled only while every voter has been healthy for 5s"
+                    .to_string(),
+            ));
+        }
+        return Some(Step::Act(super::Action::EnableDowngrade {
+            target: desired.line(),
+        }));
+    }
+    None
+}
+
+/// The newest storage version the voters report: the release line of the
+/// cluster's data.
+fn cluster_storage(cx: &Context<'_>) -> Option<Release> {
+    cx.membership
+        .voters()
+        .filter_map(|m| m.storage_version.as_deref().and_then(Release::parse))
+        .max()
+}
+
+/// The next minor line from `from` towards `to`.
+fn step_towards(from: Release, to: Release) -> String {
+    if to > from {
+        format!("{}.{}", from.major, from.minor + 1)
+    } else {
+        format!("{}.{}", from.major, from.minor.saturating_sub(1))
+    }
+}
+
+/// A member may run an older minor release only once etcd has lowered the
+/// storage version of its data to that release (after the downgrade was
+/// enabled). A member that does not answer goes by the cluster's.
+fn storage_ready(cx: &Context<'_>, member: &KnownMember, desired: Release) -> bool {
+    member
+        .storage_version
+        .as_deref()
+        .and_then(Release::parse)
+        .or_else(|| cluster_storage(cx))
+        .is_some_and(|s| s.step_to(desired) != ReleaseStep::MinorDowngrade)
+}
+
+/// Why the rollout does not take the next member now, if it does not:
+/// every voter healthy for the stability window and caught up with the
+/// leader, and no member on the new template that failed to come back.
+fn not_settled(cx: &Context<'_>) -> Option<Waiting> {
+    let leader_index = cx
+        .membership
+        .voters()
+        .find(|m| m.leader)
+        .and_then(|m| m.raft_index);
+    for member in cx.membership.voters() {
+        let name = member
+            .ordinal
+            .map(|o| cx.name(o))
+            .unwrap_or_else(|| format!("{:x}", member.id));
+        if !member.healthy {
+            let updated = member.ordinal.is_some_and(|o| up_to_date(cx, o));
+            let down_for = cx.o.now.duration_since(member.healthy_since);
+            let detail = member
+                .health_detail
+                .clone()
+                .unwrap_or_else(|| "unhealthy".to_string());
+            if updated && down_for >= ROLLOUT_STALL {
+                return Some(Waiting::RolloutHalted(format!(
+                    "{name} runs the new Pod template but has not been healthy for {}s ({detail}); the rollout goes on once it is, or once the spec changes",
+                    down_for.as_secs()
+                )));
+            }
+            return Some(Waiting::Rollout(format!(
+                "the rollout waits for {name} to be healthy ({detail})"
+            )));
+        }
+        if !cx.membership.stably_healthy(member) {
+            return Some(Waiting::Rollout(format!(
+                "the rollout waits until {name} has been healthy for 5s"
+            )));
+        }
+        if let (Some(mine), Some(leader)) = (member.raft_index, leader_index)
+            && leader.saturating_sub(mine) > CATCH_UP_ENTRIES
+        {
+            return Some(Waiting::Rollout(format!(
+                "the rollout waits for {name} to catch up with the leader (raft index {mine} of {leader})"
+            )));
+        }
+    }
+    None
+}
+
+/// Whether the node of an ordinal's Pod is Ready (a Pod on a lost node is
+/// not replaced by the rollout: the node's return, or the lifecycle rules,
+/// decide).
+fn node_ready(cx: &Context<'_>, ordinal: u32) -> bool {
+    cx.o.objects(ordinal)
+        .pod
+        .filter(|p| p.phase != PodPhase::Unknown)
+        .and_then(|p| p.node)
+        .and_then(|node| cx.o.nodes.get(&node).map(|n| n.ready))
+        .unwrap_or(false)
+}
+
+/// What replacing a member's Pod changes, in words.
+fn change(cx: &Context<'_>, ordinal: u32, desired: Release) -> String {
+    let pod = cx.o.objects(ordinal).pod;
+    let role = match cx.membership.of_ordinal(ordinal) {
+        Some(m) if m.leader => "leader",
+        _ => "follower",
+    };
+    let from_template = pod
+        .as_ref()
+        .and_then(|p| p.template_hash.clone())
+        .unwrap_or_else(|| "unrecorded".to_string());
+    let template = format!("template {from_template} → {}", cx.desired_template);
+    match running_release(cx, ordinal) {
+        Some(running) if running != desired => format!("{role}, {running} → {desired}, {template}"),
+        _ => format!("{role}, {template}"),
+    }
+}
