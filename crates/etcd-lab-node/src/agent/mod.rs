@@ -23,8 +23,9 @@ pub enum AgentError {
 
 /// Runs the agent until SIGTERM (or SIGINT): registers the Node, renews
 /// its Lease, reports its status and runs the pods bound to it. Containers
-/// left by an earlier agent of this node are killed first (a restarted node
-/// starts its pods again from their volumes).
+/// left by an earlier agent of this node are killed first and the volumes
+/// they had mounted released (a restarted node starts its pods again from
+/// their volumes).
 pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = kube_client::from_kubeconfig(&config.kubeconfig, Timeouts::WATCH).await?;
@@ -34,6 +35,11 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     };
     let cgroups = NodeCgroups::new(&root, &config.node_name);
     cgroups.kill_all_containers().await;
+    // With its containers gone, the node's pods hold no volume: their
+    // mounts go (the pods still bound mount them again when they start).
+    if let Err(e) = crate::volume::unmount_claims(&config.pods_dir()).await {
+        tracing::warn!("unmounting the volumes of earlier pods: {e}");
+    }
     for dir in [config.pods_dir(), config.node_log_dir()] {
         std::fs::create_dir_all(&dir).context(|| format!("create {}", dir.display()))?;
     }

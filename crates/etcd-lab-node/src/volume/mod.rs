@@ -1,10 +1,15 @@
 //! Pod volumes: PVC (local PV or lab-network CSI PV), emptyDir, configMap,
 //! secret, downwardAPI and projected (service-account token, ca.crt,
 //! namespace). Files are written under the pod's directory and bound into
-//! containers by the runner.
+//! containers by the runner; a claim's volume is a disk image mounted for
+//! the pod ([`disk`]), its size and expansion in [`size`] and
+//! [`expansion`].
 
+pub mod disk;
+pub mod expansion;
 mod files;
 mod persistent;
+pub mod size;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +33,8 @@ pub enum VolumeError {
     Io(#[from] IoError),
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    #[error("volume disk: {0}")]
+    Disk(#[from] disk::DiskError),
 }
 
 /// Prepared volumes of a pod.
@@ -45,6 +52,8 @@ pub struct VolumeContext<'a> {
     pub client: &'a Client,
     pub node_name: &'a str,
     pub pod_dir: &'a Path,
+    /// `$ETCD_LAB_DIR`: local volumes live under its `nodes/`.
+    pub lab_dir: &'a Path,
     pub network_volumes_dir: &'a Path,
     pub ca_cert: &'a Path,
 }
@@ -77,7 +86,8 @@ pub async fn prepare(ctx: &VolumeContext<'_>, pod: &Pod) -> Result<PreparedVolum
     let mut out = PreparedVolumes::default();
     for volume in pod_volumes(pod) {
         let path = if let Some(pvc) = &volume.persistent_volume_claim {
-            let (path, unique) = persistent::prepare_claim(ctx, pod, &pvc.claim_name).await?;
+            let (path, unique) =
+                persistent::prepare_claim(ctx, pod, &volume.name, &pvc.claim_name).await?;
             out.in_use.extend(unique);
             path
         } else if volume.empty_dir.is_some() {
@@ -101,4 +111,22 @@ pub async fn prepare(ctx: &VolumeContext<'_>, pod: &Pod) -> Result<PreparedVolum
         out.paths.insert(volume.name.clone(), path);
     }
     Ok(out)
+}
+
+/// Where a pod's claims are bound: `<pod dir>/volumes/pvc`, one directory
+/// per volume of the pod.
+pub fn claims_dir(pod_dir: &Path) -> PathBuf {
+    pod_dir.join("volumes/pvc")
+}
+
+/// Unmounts the claims bound for the pods under `dir` (one pod's
+/// directory, or the node's whole `pods/` when the agent starts and every
+/// container of the node is gone), and the volumes' own mounts that no
+/// other pod uses any more.
+pub async fn unmount_claims(dir: &Path) -> Result<(), VolumeError> {
+    let dir = dir.to_owned();
+    tokio::task::spawn_blocking(move || disk::unmount_pod_volumes(&dir))
+        .await
+        .map_err(|e| VolumeError::NotReady(format!("unmounting stopped: {e}")))??;
+    Ok(())
 }

@@ -1,13 +1,17 @@
-//! PersistentVolumeClaims: `local` PVs and lab-network CSI PVs.
+//! PersistentVolumeClaims: `local` PVs and lab-network CSI PVs, each a
+//! disk image mounted for the pods that use it ([`super::disk`]).
 
-use std::path::{Component, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
-use etcd_lab_common::IoContext;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    CSIPersistentVolumeSource, PersistentVolume, PersistentVolumeClaim, Pod,
+};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Api;
+use kube::api::{Patch, PatchParams};
 
-use super::{VolumeContext, VolumeError};
+use super::disk::{self, DiskError, ext4::FilesystemStep};
+use super::{VolumeContext, VolumeError, expansion};
 
 /// The lab's CSI driver.
 pub const CSI_DRIVER: &str = "network.etcd-lab.dev";
@@ -27,13 +31,13 @@ pub fn attachment_name(handle: &str, driver: &str, node: &str) -> String {
     format!("csi-{hex}")
 }
 
-async fn bound_pv(
+/// The claim `claim` of the pod's namespace and the volume bound to it.
+async fn bound_claim(
     ctx: &VolumeContext<'_>,
-    pod: &Pod,
+    namespace: &str,
     claim: &str,
-) -> Result<PersistentVolume, VolumeError> {
-    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let pvc = match Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), ns)
+) -> Result<(PersistentVolumeClaim, PersistentVolume), VolumeError> {
+    let pvc = match Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), namespace)
         .get_opt(claim)
         .await?
     {
@@ -56,10 +60,15 @@ async fn bound_pv(
             phase.unwrap_or("not bound")
         )));
     }
-    Api::<PersistentVolume>::all(ctx.client.clone())
+    let pv = Api::<PersistentVolume>::all(ctx.client.clone())
         .get_opt(&pv_name)
         .await?
-        .ok_or_else(|| VolumeError::NotReady(format!("persistentvolume {pv_name:?} not found")))
+        .ok_or_else(|| VolumeError::NotReady(format!("persistentvolume {pv_name:?} not found")))?;
+    Ok((pvc, pv))
+}
+
+fn namespace_of(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or("default")
 }
 
 pub(super) async fn csi_unique_name(
@@ -67,7 +76,7 @@ pub(super) async fn csi_unique_name(
     pod: &Pod,
     claim: &str,
 ) -> Result<Option<String>, VolumeError> {
-    let pv = bound_pv(ctx, pod, claim).await?;
+    let (_, pv) = bound_claim(ctx, namespace_of(pod), claim).await?;
     Ok(pv
         .spec
         .as_ref()
@@ -76,35 +85,79 @@ pub(super) async fn csi_unique_name(
         .map(|c| unique_volume_name(&c.driver, &c.volume_handle)))
 }
 
-/// Resolves a claim to a host directory; for CSI volumes, waits until the
-/// VolumeAttachment for this node is attached.
+/// Mounts the claim's volume for the pod (for CSI volumes, once the
+/// VolumeAttachment for this node is attached) and returns the pod's bind
+/// of it, `<pod dir>/volumes/pvc/<volume>`, with the unique name of an
+/// attachable volume.
 pub(super) async fn prepare_claim(
     ctx: &VolumeContext<'_>,
     pod: &Pod,
+    volume: &str,
     claim: &str,
 ) -> Result<(PathBuf, Option<String>), VolumeError> {
-    let pv = bound_pv(ctx, pod, claim).await?;
+    let namespace = namespace_of(pod);
+    let (_, pv) = bound_claim(ctx, namespace, claim).await?;
     let pv_name = pv.metadata.name.clone().unwrap_or_default();
     let spec = pv.spec.unwrap_or_default();
-    if let Some(local) = &spec.local {
-        let path = PathBuf::from(&local.path);
-        std::fs::create_dir_all(&path)
-            .context(|| format!("create local volume {}", path.display()))?;
-        return Ok((path, None));
-    }
-    let Some(csi) = &spec.csi else {
+    let (dir, unique) = if let Some(local) = &spec.local {
+        let dir =
+            local_volume_path(ctx.lab_dir, &local.path).ok_or_else(|| VolumeError::Invalid {
+                volume: pv_name.clone(),
+                message: format!(
+                    "local path {:?} is not a volume directory under {}/nodes",
+                    local.path,
+                    ctx.lab_dir.display()
+                ),
+            })?;
+        (dir, None)
+    } else if let Some(csi) = &spec.csi {
+        (
+            attached_network_volume(ctx, &pv_name, csi).await?,
+            Some(unique_volume_name(&csi.driver, &csi.volume_handle)),
+        )
+    } else {
         return Err(VolumeError::Invalid {
             volume: pv_name,
             message: "only local and CSI (network.etcd-lab.dev) volumes are supported".into(),
         });
     };
+    let target = super::claims_dir(ctx.pod_dir).join(volume);
+    let mounted = {
+        let (dir, target) = (dir.clone(), target.clone());
+        tokio::task::spawn_blocking(move || disk::mount_for_pod(&dir, &target))
+            .await
+            .map_err(|e| VolumeError::NotReady(format!("mounting {pv_name} stopped: {e}")))?
+    };
+    let mounted = match mounted {
+        Ok(mounted) => mounted,
+        Err(e @ DiskError::Busy { .. }) => return Err(VolumeError::NotReady(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
+    match mounted.step {
+        FilesystemStep::Format => {
+            tracing::info!(volume = %pv_name, bytes = mounted.filesystem_bytes, "filesystem made");
+        }
+        FilesystemStep::Grow { from, to } => {
+            tracing::info!(volume = %pv_name, from, to, "filesystem grown before mounting");
+        }
+        FilesystemStep::Ready => {}
+    }
+    finish_expansion(ctx, namespace, claim, mounted.filesystem_bytes).await;
+    Ok((target, unique))
+}
+
+/// The directory of a CSI volume once it is attached to this node.
+async fn attached_network_volume(
+    ctx: &VolumeContext<'_>,
+    pv_name: &str,
+    csi: &CSIPersistentVolumeSource,
+) -> Result<PathBuf, VolumeError> {
     if csi.driver != CSI_DRIVER {
         return Err(VolumeError::Invalid {
-            volume: pv_name,
+            volume: pv_name.to_owned(),
             message: format!("unknown CSI driver {:?}", csi.driver),
         });
     }
-    let unique = unique_volume_name(&csi.driver, &csi.volume_handle);
     let va_name = attachment_name(&csi.volume_handle, &csi.driver, ctx.node_name);
     let va = Api::<VolumeAttachment>::all(ctx.client.clone())
         .get_opt(&va_name)
@@ -119,20 +172,74 @@ pub(super) async fn prepare_claim(
             ctx.node_name
         )));
     }
-    let path =
-        network_volume_path(ctx.network_volumes_dir, &csi.volume_handle).ok_or_else(|| {
-            VolumeError::Invalid {
-                volume: pv_name.clone(),
-                message: format!(
-                    "volumeHandle {:?} is not a directory under {}",
-                    csi.volume_handle,
-                    ctx.network_volumes_dir.display()
-                ),
+    network_volume_path(ctx.network_volumes_dir, &csi.volume_handle).ok_or_else(|| {
+        VolumeError::Invalid {
+            volume: pv_name.to_owned(),
+            message: format!(
+                "volumeHandle {:?} is not a directory under {}",
+                csi.volume_handle,
+                ctx.network_volumes_dir.display()
+            ),
+        }
+    })
+}
+
+/// Reports a finished offline expansion on the claim, as the kubelet does
+/// after growing a filesystem: the node agent is the one that saw the
+/// filesystem grow, at the moment it grew, while the controller would have
+/// to read the filesystem of a disk that may be in use, with no event to
+/// tell it when. Claim and volume are read again after the mount, so that
+/// a resize the controller marked meanwhile is seen. A failure is logged:
+/// the next mount of the volume finishes it.
+async fn finish_expansion(
+    ctx: &VolumeContext<'_>,
+    namespace: &str,
+    claim: &str,
+    filesystem_bytes: u64,
+) {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), namespace);
+    for _ in 0..3 {
+        let (pvc, pv) = match bound_claim(ctx, namespace, claim).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(%namespace, %claim, "cannot read the claim to finish its expansion: {e}");
+                return;
             }
-        })?;
-    std::fs::create_dir_all(&path)
-        .context(|| format!("create network volume {}", path.display()))?;
-    Ok((path, Some(unique)))
+        };
+        let Some(capacity) = expansion::finished_capacity(&pvc, &pv, filesystem_bytes) else {
+            return;
+        };
+        let patch = expansion::resize_finished(&pvc, &capacity);
+        match claims
+            .patch_status(claim, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(%namespace, %claim, capacity = %capacity.0, "volume expansion finished");
+                return;
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(e) => {
+                tracing::warn!(%namespace, %claim, "cannot finish the expansion: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// The directory of a local volume: `LAB_DIR/nodes/<node>/volumes/<name>`.
+pub(crate) fn local_volume_path(lab_dir: &Path, path: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(path);
+    let relative = path.strip_prefix(lab_dir.join("nodes")).ok()?;
+    let parts: Vec<Component> = relative.components().collect();
+    match parts.as_slice() {
+        [
+            Component::Normal(_),
+            Component::Normal(volumes),
+            Component::Normal(_),
+        ] if *volumes == "volumes" => Some(path),
+        _ => None,
+    }
 }
 
 /// The directory of a network volume handle (absolute path under the
@@ -157,7 +264,6 @@ pub(crate) fn network_volume_path(base: &std::path::Path, handle: &str) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     #[test]
     fn attachment_name_matches_the_csi_attacher() {
@@ -186,5 +292,18 @@ mod tests {
         );
         assert_eq!(network_volume_path(base, "/etc"), None);
         assert_eq!(network_volume_path(base, "../x"), None);
+    }
+
+    #[test]
+    fn local_volume_paths_are_volume_directories_of_a_node() {
+        let lab = Path::new("/lab");
+        assert_eq!(
+            local_volume_path(lab, "/lab/nodes/n1/volumes/pvc-1"),
+            Some(PathBuf::from("/lab/nodes/n1/volumes/pvc-1"))
+        );
+        assert_eq!(local_volume_path(lab, "/lab/nodes/n1/pods/pvc-1"), None);
+        assert_eq!(local_volume_path(lab, "/lab/nodes/n1/volumes/../x"), None);
+        assert_eq!(local_volume_path(lab, "/etc/volumes/x"), None);
+        assert_eq!(local_volume_path(lab, "/lab/nodes/n1/volumes/a/b"), None);
     }
 }

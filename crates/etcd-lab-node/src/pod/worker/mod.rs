@@ -243,8 +243,10 @@ impl Worker {
         }
     }
 
-    /// Removes the sandbox, forgets the volumes, writes the last status,
-    /// deletes the pod object when asked and removes the pod's directory.
+    /// Removes the sandbox, unmounts the pod's claims, forgets the volumes,
+    /// writes the last status, deletes the pod object when asked and
+    /// removes the pod's directory (kept, with a warning, while anything is
+    /// still mounted under it: removing it would reach into a volume).
     async fn tear_down(&mut self, delete_pod: bool) {
         tracing::info!(pod = %self.key, "stopping pod");
         for (_, probes) in self.probes.drain() {
@@ -254,6 +256,10 @@ impl Worker {
         tokio::task::spawn_blocking(move || super::sandbox::destroy(&uid))
             .await
             .ok();
+        let unmounted = crate::volume::unmount_claims(&self.dir).await;
+        if let Err(e) = &unmounted {
+            tracing::warn!(pod = %self.key, "unmounting the pod's volumes: {e}");
+        }
         self.ctx.set_volumes_in_use(&self.uid, Vec::new());
         self.status
             .flush(&self.ctx, &mut self.pod, &self.uid, &self.key)
@@ -261,10 +267,20 @@ impl Worker {
         if delete_pod {
             status_writer::delete_pod(&self.ctx, &self.pod, &self.uid, &self.key).await;
         }
-        if let Err(e) = std::fs::remove_dir_all(&self.dir)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(pod = %self.key, "removing {}: {e}", self.dir.display());
+        let mounted = crate::volume::disk::mountinfo::read()
+            .map(|mounts| crate::volume::disk::mountinfo::under(&mounts, &self.dir));
+        match mounted {
+            Ok(mounts) if mounts.is_empty() => {
+                if let Err(e) = std::fs::remove_dir_all(&self.dir)
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    tracing::warn!(pod = %self.key, "removing {}: {e}", self.dir.display());
+                }
+            }
+            Ok(mounts) => {
+                tracing::warn!(pod = %self.key, ?mounts, "still mounted: {} kept", self.dir.display());
+            }
+            Err(e) => tracing::warn!(pod = %self.key, "{e}: {} kept", self.dir.display()),
         }
     }
 

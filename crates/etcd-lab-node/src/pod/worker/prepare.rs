@@ -56,6 +56,7 @@ impl Worker {
             client: &self.ctx.client,
             node_name: &self.ctx.config.node_name,
             pod_dir: &self.dir,
+            lab_dir: &self.ctx.config.lab_dir,
             network_volumes_dir: &self.network_volumes_dir,
             ca_cert: &self.ctx.config.ca_cert,
         }
