@@ -35,8 +35,8 @@ pub fn network_class() -> StorageClass {
     }
 }
 
-/// `lab-local`: a directory on one node's disk, bound once the scheduler
-/// picked the node of the first consumer.
+/// `lab-local`: a disk on one node, bound once the scheduler picked the
+/// node of the first consumer, expandable.
 pub fn local_class() -> StorageClass {
     StorageClass {
         metadata: ObjectMeta {
@@ -46,6 +46,7 @@ pub fn local_class() -> StorageClass {
         provisioner: LOCAL_PROVISIONER.to_owned(),
         reclaim_policy: Some("Delete".to_owned()),
         volume_binding_mode: Some("WaitForFirstConsumer".to_owned()),
+        allow_volume_expansion: Some(true),
         ..StorageClass::default()
     }
 }
@@ -138,13 +139,14 @@ mod tests {
     }
 
     #[test]
-    fn local_class_waits_for_first_consumer() {
+    fn local_class_waits_for_first_consumer_and_is_expandable() {
         let class = local_class();
         assert_eq!(
             class.volume_binding_mode.as_deref(),
             Some("WaitForFirstConsumer")
         );
         assert_eq!(class.provisioner, "local.etcd-lab.dev");
+        assert_eq!(class.allow_volume_expansion, Some(true));
     }
 
     #[test]

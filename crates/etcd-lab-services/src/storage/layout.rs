@@ -1,4 +1,6 @@
-//! Where volume data lives in the lab directory.
+//! Where volumes live in the lab directory: each is a directory (where its
+//! filesystem is mounted while pods use it) and its disk image beside it
+//! (`<dir>.img`, `etcd_lab_node::volume::disk`).
 //!
 //! - network volumes: `LAB_DIR/network-volumes/<volumeHandle>`;
 //! - local volumes: `LAB_DIR/nodes/<node>/volumes/<pv name>`.
@@ -75,14 +77,6 @@ pub fn local_volume_node(volume: &PersistentVolume) -> Option<String> {
         .flat_map(|term| term.match_expressions.iter().flatten())
         .find(|e| e.key == "kubernetes.io/hostname" && e.operator == "In")
         .and_then(|e| e.values.as_ref()?.first().cloned())
-}
-
-/// Removes a volume's data directory; a missing directory is not an error.
-pub fn remove_data(path: &Path) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
 }
 
 #[cfg(test)]

@@ -3,14 +3,18 @@
 //! - [`classes`]: StorageClasses `lab-network` (default) and `lab-local`, and
 //!   the `CSIDriver` object of `network.etcd-lab.dev`;
 //! - [`provisioner`]: dynamic provisioning of PersistentVolumes for claims
-//!   and volume expansion (external-provisioner and external-resizer);
+//!   and the controller side of offline volume expansion
+//!   (external-provisioner and external-resizer);
 //! - [`reclaim`]: deletion of released volumes and their data;
 //! - [`attacher`]: VolumeAttachments of `network.etcd-lab.dev`
 //!   (external-attacher);
 //! - [`node_cleanup`]: a deleted node loses its local volumes.
 //!
-//! The decisions are pure functions in [`volume`], [`layout`] and
-//! [`quantity`]; the controllers only read, call them and write, and run
+//! Every volume is a disk image holding an ext4 filesystem of the claim's
+//! size (`etcd_lab_node::volume::disk`): this process creates, grows and
+//! removes images; node agents mount them for pods and grow their
+//! filesystems. The decisions are pure functions in [`volume`] and
+//! [`layout`]; the controllers only read, call them and write, and run
 //! with one retry rule (`controller`).
 
 pub mod attacher;
@@ -19,7 +23,6 @@ mod controller;
 pub mod layout;
 pub mod node_cleanup;
 pub mod provisioner;
-pub mod quantity;
 pub mod reclaim;
 pub mod volume;
 
@@ -27,6 +30,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use etcd_lab_common::IoError;
+use etcd_lab_node::volume::disk::DiskError;
 
 /// Name of the default StorageClass: volumes attachable from any node.
 pub const NETWORK_CLASS: &str = "lab-network";
@@ -61,6 +65,13 @@ pub enum StorageError {
     /// Creating or removing a volume's data directory failed.
     #[error(transparent)]
     Io(#[from] IoError),
+    /// Creating, growing or removing a volume's disk failed, or the volume
+    /// is still mounted for pods.
+    #[error("volume disk: {0}")]
+    Disk(#[from] DiskError),
+    /// A blocking disk step did not finish (its task was cancelled).
+    #[error("volume disk step stopped: {0}")]
+    Stopped(#[from] tokio::task::JoinError),
 }
 
 impl StorageError {

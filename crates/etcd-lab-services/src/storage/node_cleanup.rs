@@ -1,5 +1,5 @@
-//! A deleted node loses its disk: the data of the local volumes on it is
-//! removed. The PV objects stay (their claims and pods see a volume whose
+//! A deleted node loses its disks: the local volumes on it are destroyed
+//! (whatever still had them mounted loses them). The PV objects stay (their claims and pods see a volume whose
 //! node is gone, as on a real cluster); released ones are then deleted by
 //! [`super::reclaim`].
 //!
@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use etcd_lab_common::IoContext;
+use etcd_lab_node::volume::disk;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use kube::api::ListParams;
@@ -17,7 +17,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
 
-use super::layout::{data_dir, local_volume_node, remove_data};
+use super::layout::{data_dir, local_volume_node};
 use super::{Context, StorageError};
 
 /// Tracks the nodes known to exist and reports the ones that went away.
@@ -89,7 +89,8 @@ async fn remove_local_volumes(ctx: &Context, node: &str) -> Result<(), StorageEr
             continue;
         }
         if let Some(dir) = data_dir(&volume, &ctx.lab_dir) {
-            remove_data(&dir).context(|| format!("remove volume data {}", dir.display()))?;
+            let path = dir.clone();
+            tokio::task::spawn_blocking(move || disk::destroy(&path)).await??;
             tracing::info!(%node, volume = %volume.name_any(), path = %dir.display(), "node deleted: local volume data removed");
         }
     }

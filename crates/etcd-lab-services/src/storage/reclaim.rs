@@ -1,25 +1,27 @@
-//! Reclaim of released volumes: the data is removed and the PV deleted, as
+//! Reclaim of released volumes: the disk is removed and the PV deleted, as
 //! the external-provisioner does for `persistentVolumeReclaimPolicy: Delete`.
+//! A disk still mounted for a pod is not removed (the step fails and is
+//! retried), as a CSI driver refuses to delete a volume in use.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_lab_common::IoContext;
+use etcd_lab_node::volume::disk;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
-use super::layout::{data_dir, remove_data};
+use super::layout::data_dir;
 use super::{Context, PROVISIONER_FINALIZER, StorageError, controller, is_not_found};
 
 /// What to do with a PV of this process.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ReclaimStep {
     Nothing,
-    /// Released with policy Delete: remove the data, then delete the PV.
+    /// Released with policy Delete: remove the disk, then delete the PV.
     DeleteVolume,
-    /// Being deleted: remove the data if the policy says so, then the
+    /// Being deleted: remove the disk if the policy says so, then the
     /// provisioner's finalizer.
     Finalize {
         remove_data: bool,
@@ -67,7 +69,7 @@ async fn reconcile(
     volume: Arc<PersistentVolume>,
     ctx: Arc<Context>,
 ) -> Result<Action, StorageError> {
-    // Only volumes this process provisioned have a data directory.
+    // Only volumes this process provisioned have a directory and disk.
     let Some(dir) = data_dir(&volume, &ctx.lab_dir) else {
         return Ok(Action::await_change());
     };
@@ -76,7 +78,7 @@ async fn reconcile(
     match plan_reclaim(&volume) {
         ReclaimStep::Nothing => {}
         ReclaimStep::DeleteVolume => {
-            remove(&dir)?;
+            remove(&dir).await?;
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {
                     tracing::info!(volume = %name, path = %dir.display(), "released volume deleted")
@@ -87,7 +89,7 @@ async fn reconcile(
         }
         ReclaimStep::Finalize { remove_data } => {
             if remove_data {
-                remove(&dir)?;
+                remove(&dir).await?;
             }
             let finalizers: Vec<&String> = volume
                 .finalizers()
@@ -111,8 +113,9 @@ async fn reconcile(
     Ok(Action::await_change())
 }
 
-fn remove(dir: &std::path::Path) -> Result<(), StorageError> {
-    remove_data(dir).context(|| format!("remove volume data {}", dir.display()))?;
+async fn remove(dir: &std::path::Path) -> Result<(), StorageError> {
+    let dir = dir.to_owned();
+    tokio::task::spawn_blocking(move || disk::remove(&dir)).await??;
     Ok(())
 }
 

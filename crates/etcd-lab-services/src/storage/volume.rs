@@ -1,5 +1,5 @@
-//! Pure decisions about claims: which PersistentVolume to provision for a
-//! claim, and how to follow a claim that grew.
+//! Pure decisions about claims: which PersistentVolume (and disk) to
+//! provision for a claim, and how to follow a claim that grew.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,10 +11,15 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
 
+use etcd_lab_node::volume::expansion::{
+    claim_capacity, is_node_resize_pending, node_resize_pending, volume_capacity,
+};
+use etcd_lab_node::volume::size::{disk_bytes, disk_capacity, storage_bytes};
+
 use super::layout::{is_plain_name, local_volume_dir, network_volume_dir};
-use super::quantity::is_larger;
 use super::{
     ANN_BETA_STORAGE_PROVISIONER, ANN_PROVISIONED_BY, ANN_SELECTED_NODE, ANN_STORAGE_PROVISIONER,
     LOCAL_PROVISIONER, NETWORK_DRIVER, PROVISIONER_FINALIZER,
@@ -28,10 +33,12 @@ pub enum ClaimPlan {
     /// A `WaitForFirstConsumer` claim whose node the scheduler has not
     /// chosen yet.
     WaitForNode,
-    /// Create this directory, then this volume.
+    /// Create the volume's directory and a disk of `disk_bytes` beside it,
+    /// then this PersistentVolume (its capacity the disk's size).
     Provision {
         volume: Box<PersistentVolume>,
         data_dir: PathBuf,
+        disk_bytes: u64,
     },
     /// The claim cannot be provisioned as it is; wait for it to change.
     Invalid(String),
@@ -92,12 +99,15 @@ pub fn plan_claim(
     let Some(size) = requested_size(claim) else {
         return ClaimPlan::Invalid("claim requests no storage".to_owned());
     };
+    let Some((capacity, disk_bytes)) = disk_capacity(size) else {
+        return ClaimPlan::Invalid(format!("storage request {:?} is not a size", size.0));
+    };
     if spec.selector.is_some() {
         return ClaimPlan::Invalid("claims with a selector cannot be provisioned".to_owned());
     }
     let mut volume_spec = PersistentVolumeSpec {
         access_modes: spec.access_modes.clone(),
-        capacity: Some(BTreeMap::from([("storage".to_owned(), size.clone())])),
+        capacity: Some(BTreeMap::from([("storage".to_owned(), capacity)])),
         claim_ref: Some(ObjectReference {
             api_version: Some("v1".to_owned()),
             kind: Some("PersistentVolumeClaim".to_owned()),
@@ -172,60 +182,69 @@ pub fn plan_claim(
     ClaimPlan::Provision {
         volume: Box::new(volume),
         data_dir,
+        disk_bytes,
     }
 }
 
-/// What to write when a bound claim asks for more storage than it has.
-#[derive(Debug, Default, PartialEq)]
-pub struct ExpansionPlan {
-    /// New `spec.capacity.storage` of the volume.
+/// The controller side of an offline expansion, as the external-resizer
+/// does it: grow the disk, set the volume's capacity, mark the claim
+/// `FileSystemResizePending` (the node grows the filesystem when a pod
+/// mounts the volume next).
+#[derive(Debug, PartialEq)]
+pub struct Expansion {
+    /// The disk grows to this size (it never shrinks).
+    pub disk_bytes: u64,
+    /// The volume's new `spec.capacity.storage`, when it grows.
     pub volume_capacity: Option<Quantity>,
-    /// New `status.capacity.storage` of the claim.
-    pub claim_capacity: Option<Quantity>,
+    /// The claim's status merge patch.
+    pub claim_status: serde_json::Value,
 }
 
-/// Whether a bound claim grew beyond what its status reports.
-pub fn needs_expansion(claim: &PersistentVolumeClaim) -> bool {
-    let Some(request) = requested_size(claim) else {
-        return false;
-    };
-    let status_capacity = claim
-        .status
-        .as_ref()
-        .filter(|s| s.phase.as_deref() == Some("Bound"))
-        .and_then(|s| s.capacity.as_ref())
-        .and_then(|c| c.get("storage"));
-    status_capacity.is_some_and(|capacity| is_larger(request, capacity))
-}
-
-/// Follows a claim that grew: first the volume, then the claim's status.
-pub fn plan_expansion(claim: &PersistentVolumeClaim, volume: &PersistentVolume) -> ExpansionPlan {
-    let mut plan = ExpansionPlan::default();
-    if !needs_expansion(claim) {
-        return plan;
-    }
-    let Some(request) = requested_size(claim) else {
-        return plan;
-    };
+/// What to do for a bound claim of `volume`: an expansion when the claim
+/// asks for a larger disk than the volume has, or when the volume grew but
+/// the claim was not marked yet (a pass ended between the two writes);
+/// `None` otherwise, also for a request smaller than the volume (disks do
+/// not shrink).
+pub fn plan_expansion(
+    claim: &PersistentVolumeClaim,
+    volume: &PersistentVolume,
+    now: Time,
+) -> Option<Expansion> {
+    let bound = claim.status.as_ref()?.phase.as_deref() == Some("Bound");
+    let volume_name = claim.spec.as_ref()?.volume_name.as_ref()?;
+    let claim_ref = volume.spec.as_ref()?.claim_ref.as_ref()?;
     let ours = volume
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(ANN_PROVISIONED_BY))
         .is_some_and(|p| p == NETWORK_DRIVER || p == LOCAL_PROVISIONER);
-    if !ours {
-        return plan;
+    if !bound
+        || !ours
+        || volume.metadata.name.as_ref() != Some(volume_name)
+        || claim_ref.uid.is_none()
+        || claim_ref.uid != claim.metadata.uid
+    {
+        return None;
     }
-    let volume_capacity = volume
-        .spec
-        .as_ref()
-        .and_then(|s| s.capacity.as_ref())
-        .and_then(|c| c.get("storage"));
-    if volume_capacity.is_none_or(|capacity| is_larger(request, capacity)) {
-        plan.volume_capacity = Some(request.clone());
+    let (requested, requested_disk) = disk_capacity(requested_size(claim)?)?;
+    let current = volume_capacity(volume);
+    let current_bytes = current.and_then(storage_bytes).unwrap_or_default();
+    if requested_disk > current_bytes {
+        let claim_status = node_resize_pending(claim, &requested, now);
+        return Some(Expansion {
+            disk_bytes: requested_disk,
+            volume_capacity: Some(requested),
+            claim_status,
+        });
     }
-    plan.claim_capacity = Some(request.clone());
-    plan
+    let current = current?;
+    let reported = claim_capacity(claim).and_then(storage_bytes)?;
+    (reported < current_bytes && !is_node_resize_pending(claim, current)).then(|| Expansion {
+        disk_bytes: disk_bytes(current_bytes),
+        volume_capacity: None,
+        claim_status: node_resize_pending(claim, current, now),
+    })
 }
 
 #[cfg(test)]
@@ -274,10 +293,16 @@ mod tests {
             &classes::network_class(),
             Path::new("/lab"),
         );
-        let ClaimPlan::Provision { volume, data_dir } = plan else {
+        let ClaimPlan::Provision {
+            volume,
+            data_dir,
+            disk_bytes,
+        } = plan
+        else {
             panic!("expected a volume, got {plan:?}");
         };
         assert_eq!(data_dir, PathBuf::from("/lab/network-volumes/pvc-1234"));
+        assert_eq!(disk_bytes, 1 << 30);
         let expected: PersistentVolume = serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": "pvc-1234",
@@ -309,7 +334,10 @@ mod tests {
             ClaimPlan::WaitForNode
         );
         let plan = plan_claim(&local_claim(Some("node-2")), &class, Path::new("/lab"));
-        let ClaimPlan::Provision { volume, data_dir } = plan else {
+        let ClaimPlan::Provision {
+            volume, data_dir, ..
+        } = plan
+        else {
             panic!("expected a volume, got {plan:?}");
         };
         assert_eq!(
@@ -367,46 +395,113 @@ mod tests {
         assert!(matches!(plan, ClaimPlan::Invalid(_)), "{plan:?}");
     }
 
-    fn bound_claim(request: &str, capacity: &str) -> PersistentVolumeClaim {
+    #[test]
+    fn a_request_that_is_not_whole_mib_gets_the_disk_it_rounds_up_to() {
+        let mut odd = network_claim();
+        if let Some(spec) = odd.spec.as_mut() {
+            spec.resources =
+                serde_json::from_value(serde_json::json!({"requests": {"storage": "1G"}})).unwrap();
+        }
+        let plan = plan_claim(&odd, &classes::network_class(), Path::new("/lab"));
+        let ClaimPlan::Provision {
+            volume, disk_bytes, ..
+        } = plan
+        else {
+            panic!("expected a volume, got {plan:?}");
+        };
+        assert_eq!(disk_bytes, 954 << 20);
+        let capacity = volume.spec.unwrap().capacity.unwrap();
+        assert_eq!(capacity["storage"], Quantity("954Mi".into()));
+    }
+
+    fn bound_claim(status: serde_json::Value) -> PersistentVolumeClaim {
         claim(serde_json::json!({
-            "metadata": {"name": "data", "namespace": "db", "uid": "1234"},
-            "spec": {"volumeName": "pvc-1234", "resources": {"requests": {"storage": request}}},
-            "status": {"phase": "Bound", "capacity": {"storage": capacity}}
+            "metadata": {"name": "data", "namespace": "db", "uid": "1234", "resourceVersion": "9"},
+            "spec": {"volumeName": "pvc-1234", "resources": {"requests": {"storage": "128Mi"}}},
+            "status": status
         }))
     }
 
     fn volume_of_size(size: &str) -> PersistentVolume {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "pvc-1234", "annotations": {ANN_PROVISIONED_BY: NETWORK_DRIVER}},
-            "spec": {"capacity": {"storage": size}}
+            "spec": {"capacity": {"storage": size}, "claimRef": {"uid": "1234"}}
         }))
         .unwrap()
     }
 
+    fn now() -> Time {
+        Time(serde_json::from_value(serde_json::json!("2025-01-01T00:00:00Z")).unwrap())
+    }
+
+    const MIB: u64 = 1 << 20;
+
     #[test]
-    fn a_grown_claim_resizes_the_volume_then_the_claim_status() {
-        let q = |s: &str| Quantity(s.to_owned());
-        let claim = bound_claim("2Gi", "1Gi");
-        assert!(needs_expansion(&claim));
+    fn a_grown_claim_grows_disk_and_volume_and_waits_for_the_node() {
+        let grown =
+            bound_claim(serde_json::json!({"phase": "Bound", "capacity": {"storage": "64Mi"}}));
+        let expansion = plan_expansion(&grown, &volume_of_size("64Mi"), now()).unwrap();
+        assert_eq!(expansion.disk_bytes, 128 * MIB);
+        assert_eq!(expansion.volume_capacity, Some(Quantity("128Mi".into())));
         assert_eq!(
-            plan_expansion(&claim, &volume_of_size("1Gi")),
-            ExpansionPlan {
-                volume_capacity: Some(q("2Gi")),
-                claim_capacity: Some(q("2Gi"))
-            }
+            expansion.claim_status["status"]["allocatedResourceStatuses"]["storage"],
+            "NodeResizePending"
         );
         assert_eq!(
-            plan_expansion(&claim, &volume_of_size("2Gi")),
-            ExpansionPlan {
-                volume_capacity: None,
-                claim_capacity: Some(q("2Gi"))
-            }
+            expansion.claim_status["status"]["conditions"][0]["type"],
+            "FileSystemResizePending"
         );
-        let unchanged = bound_claim("1Gi", "1Gi");
-        assert!(!needs_expansion(&unchanged));
+        assert_eq!(expansion.claim_status["metadata"]["resourceVersion"], "9");
+    }
+
+    #[test]
+    fn a_volume_grown_without_its_claim_marked_gets_the_mark() {
+        let unmarked =
+            bound_claim(serde_json::json!({"phase": "Bound", "capacity": {"storage": "64Mi"}}));
+        let expansion = plan_expansion(&unmarked, &volume_of_size("128Mi"), now()).unwrap();
+        assert_eq!(expansion.volume_capacity, None);
+        assert_eq!(expansion.disk_bytes, 128 * MIB);
+        let marked = bound_claim(serde_json::json!({
+            "phase": "Bound", "capacity": {"storage": "64Mi"},
+            "allocatedResources": {"storage": "128Mi"},
+            "allocatedResourceStatuses": {"storage": "NodeResizePending"},
+            "conditions": [{"type": "FileSystemResizePending", "status": "True"}]
+        }));
         assert_eq!(
-            plan_expansion(&unchanged, &volume_of_size("1Gi")),
-            ExpansionPlan::default()
+            plan_expansion(&marked, &volume_of_size("128Mi"), now()),
+            None
         );
+    }
+
+    #[test]
+    fn settled_shrunk_or_foreign_claims_need_nothing() {
+        let settled =
+            bound_claim(serde_json::json!({"phase": "Bound", "capacity": {"storage": "128Mi"}}));
+        assert_eq!(
+            plan_expansion(&settled, &volume_of_size("128Mi"), now()),
+            None
+        );
+        // A request below the volume's size: disks do not shrink.
+        let shrunk =
+            bound_claim(serde_json::json!({"phase": "Bound", "capacity": {"storage": "256Mi"}}));
+        assert_eq!(
+            plan_expansion(&shrunk, &volume_of_size("256Mi"), now()),
+            None
+        );
+        let pending = bound_claim(serde_json::json!({"phase": "Pending"}));
+        assert_eq!(
+            plan_expansion(&pending, &volume_of_size("64Mi"), now()),
+            None
+        );
+        let mut foreign = volume_of_size("64Mi");
+        foreign.metadata.annotations = None;
+        let grown =
+            bound_claim(serde_json::json!({"phase": "Bound", "capacity": {"storage": "64Mi"}}));
+        assert_eq!(plan_expansion(&grown, &foreign, now()), None);
+        let mut other_claim = volume_of_size("64Mi");
+        if let Some(spec) = other_claim.spec.as_mut() {
+            spec.claim_ref = serde_json::from_value(serde_json::json!({"uid": "5678"})).unwrap();
+        }
+        assert_eq!(plan_expansion(&grown, &other_claim, now()), None);
     }
 }
