@@ -56,6 +56,9 @@ pub enum LabError {
     Kube(#[from] kube::Error),
     #[error("lab network: {0}")]
     Network(String),
+    /// Mounting, unmounting or detaching a volume disk failed.
+    #[error("volume disk: {0}")]
+    Disk(#[from] etcd_lab_node::volume::disk::DiskError),
     #[error("{0}")]
     Timeout(String),
     #[error("the lab is not up (no {0})")]

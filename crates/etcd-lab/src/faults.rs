@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use etcd_lab_common::IoContext;
 use etcd_lab_node::network::{self, PartitionKind, addressing};
+use etcd_lab_node::volume::disk;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use nix::sys::signal::{Signal, kill};
@@ -139,7 +140,11 @@ impl Lab {
         network::teardown_node(name, node.index);
         let disk = self.paths().node_dir(name);
         if disk.exists() {
+            // The node's pods lose their volumes: network volumes no pod
+            // elsewhere has mounted are released with them.
+            let released = disk::unmount_pod_volumes(&disk.join("pods"));
             crate::teardown::unmount_under(&disk)?;
+            released?;
             std::fs::remove_dir_all(&disk).context(|| format!("remove {}", disk.display()))?;
         }
         let nodes: Api<Node> = Api::all(client);
@@ -204,7 +209,8 @@ impl Lab {
         Ok(())
     }
 
-    /// The data directory of a PVC's volume.
+    /// The data directory of a PVC's volume: where its filesystem is
+    /// mounted while pods use it.
     pub async fn volume_dir(&self, namespace: &str, claim: &str) -> Result<PathBuf> {
         let client = self.kube_client().await?;
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
@@ -234,20 +240,11 @@ impl Lab {
         )))
     }
 
-    /// A lost or replaced disk: the volume's data is emptied, in use or not.
+    /// A lost or replaced disk: the volume's data is emptied, in use or not
+    /// (a volume no pod uses is mounted for the time of the wipe).
     pub async fn volume_wipe(&self, namespace: &str, claim: &str) -> Result<PathBuf> {
         let dir = self.volume_dir(namespace, claim).await?;
-        let entries =
-            std::fs::read_dir(&dir).context(|| format!("read volume {}", dir.display()))?;
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            removed.context(|| format!("remove {}", path.display()))?;
-        }
+        on_volume_files(&dir, wipe).await?;
         Ok(dir)
     }
 
@@ -260,26 +257,8 @@ impl Lab {
         pattern: Option<&str>,
     ) -> Result<PathBuf> {
         let dir = self.volume_dir(namespace, claim).await?;
-        let mut files = Vec::new();
-        collect_files(&dir, &mut files);
-        let target = files
-            .into_iter()
-            .filter(|(path, len)| {
-                *len > 0 && pattern.is_none_or(|p| path.to_string_lossy().contains(p))
-            })
-            .max_by_key(|(_, len)| *len)
-            .map(|(path, _)| path)
-            .ok_or_else(|| {
-                LabError::Invalid(format!(
-                    "no non-empty file{} in {}",
-                    pattern
-                        .map(|p| format!(" matching {p:?}"))
-                        .unwrap_or_default(),
-                    dir.display()
-                ))
-            })?;
-        flip_bytes(&target)?;
-        Ok(target)
+        let pattern = pattern.map(str::to_owned);
+        on_volume_files(&dir, move |dir| corrupt(dir, pattern.as_deref())).await
     }
 
     /// An OOM kill: SIGKILL to a container's processes (the first container
@@ -440,6 +419,59 @@ fn pids_in(group: &Path) -> Vec<i32> {
         }
     }
     pids
+}
+
+/// Runs `f` on the files of the volume at `dir`, on a blocking thread: in
+/// place while pods have the volume mounted, else with the volume mounted
+/// for the time of `f`.
+async fn on_volume_files<T: Send + 'static>(
+    dir: &Path,
+    f: impl FnOnce(&Path) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let on = dir.to_owned();
+    tokio::task::spawn_blocking(move || disk::with_mounted(&on, f))
+        .await
+        .map_err(|e| LabError::Invalid(format!("volume {}: {e}", dir.display())))??
+}
+
+/// Removes everything in the volume at `dir`.
+fn wipe(dir: &Path) -> Result<()> {
+    let entries = std::fs::read_dir(dir).context(|| format!("read volume {}", dir.display()))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.context(|| format!("remove {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Flips bytes of the largest non-empty file under `dir` whose path
+/// contains `pattern` (any file when `None`); returns the file.
+fn corrupt(dir: &Path, pattern: Option<&str>) -> Result<PathBuf> {
+    let mut files = Vec::new();
+    collect_files(dir, &mut files);
+    let target = files
+        .into_iter()
+        .filter(|(path, len)| {
+            *len > 0 && pattern.is_none_or(|p| path.to_string_lossy().contains(p))
+        })
+        .max_by_key(|(_, len)| *len)
+        .map(|(path, _)| path)
+        .ok_or_else(|| {
+            LabError::Invalid(format!(
+                "no non-empty file{} in {}",
+                pattern
+                    .map(|p| format!(" matching {p:?}"))
+                    .unwrap_or_default(),
+                dir.display()
+            ))
+        })?;
+    flip_bytes(&target)?;
+    Ok(target)
 }
 
 fn collect_files(dir: &Path, files: &mut Vec<(PathBuf, u64)>) {

@@ -1,11 +1,13 @@
 //! `etcd-lab down`: stop every process, remove the network, unmount what the
-//! lab mounted, and (unless data is kept) remove the state directory.
+//! lab mounted and detach the loop devices of its volume disks, and (unless
+//! data is kept) remove the state directory.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use etcd_lab_common::IoContext;
-use tracing::{info, warn};
+use etcd_lab_node::volume::disk::{self, loop_device, mountinfo};
+use tracing::info;
 
 use crate::cgroup::LabCgroups;
 use crate::controlplane::Component;
@@ -13,10 +15,14 @@ use crate::error::{LabError, Result};
 use crate::paths::LabPaths;
 use crate::process;
 
-/// Whether anything of a lab exists: live pid files, the cgroup subtree or
-/// lab network namespaces.
+/// Whether anything of a lab exists: live pid files, the cgroup subtree,
+/// lab network namespaces, mounts under the state directory or loop
+/// devices of its volume disks.
 pub fn has_leftovers(paths: &LabPaths, cgroups: &LabCgroups) -> bool {
-    cgroups.lab().exists() || !lab_netns().is_empty() || !mounts_under(paths.root()).is_empty()
+    cgroups.lab().exists()
+        || !lab_netns().is_empty()
+        || !mounts_under(paths.root()).is_empty()
+        || !loop_devices_under(paths.root()).is_empty()
 }
 
 /// Stops everything. Keeps `$ETCD_LAB_DIR` (minus pid files) when `keep_data`.
@@ -89,26 +95,22 @@ pub fn lab_netns() -> Vec<String> {
 
 /// Mount points at or below `root` in this mount namespace.
 pub fn mounts_under(root: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter_map(|line| line.split_whitespace().nth(4))
-        .map(|p| PathBuf::from(p.replace("\\040", " ")))
-        .filter(|p| p.starts_with(root))
-        .collect()
+    mountinfo::read()
+        .map(|mounts| mountinfo::under(&mounts, root))
+        .unwrap_or_default()
 }
 
+/// Loop devices bound to files at or below `root` (the lab's volume
+/// disks), including files already removed.
+pub fn loop_devices_under(root: &Path) -> Vec<PathBuf> {
+    loop_device::under(root).iter().map(|d| d.path()).collect()
+}
+
+/// Unmounts everything at or below `root` (lazily, deepest first) and
+/// detaches the loop devices of disks below it; fails when mounts are left.
+/// Only the lab's own: nothing outside `root` is touched.
 pub(crate) fn unmount_under(root: &Path) -> Result<()> {
-    let mut mounts = mounts_under(root);
-    // Deepest first.
-    mounts.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    for mount in mounts {
-        if let Err(e) = nix::mount::umount2(&mount, nix::mount::MntFlags::MNT_DETACH) {
-            warn!(mount = %mount.display(), error = %e, "cannot unmount");
-        }
-    }
-    let left = mounts_under(root);
+    let left = disk::release_all_under(root)?;
     if left.is_empty() {
         Ok(())
     } else {

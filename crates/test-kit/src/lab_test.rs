@@ -135,6 +135,11 @@ pub fn assert_nothing_left(lab_dir: &Path) {
     assert!(!cgroups.lab().exists(), "the lab's cgroup is removed");
     assert_eq!(etcd_lab::teardown::lab_netns(), Vec::<String>::new());
     assert!(etcd_lab::teardown::mounts_under(lab_dir).is_empty());
+    assert_eq!(
+        etcd_lab::teardown::loop_devices_under(lab_dir),
+        Vec::<PathBuf>::new(),
+        "no loop device of a lab volume disk is left"
+    );
     let tables = Command::new("nft")
         .args(["list", "tables"])
         .output()
