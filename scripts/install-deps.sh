@@ -9,6 +9,13 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v ps >/dev/null || need+=(procps)
 command -v python3 >/dev/null || need+=(python3)
 command -v curl >/dev/null || need+=(curl)
+# Lab volumes are ext4 disk images mounted through loop devices: losetup
+# (Debian ships it in util-linux's `mount` package), mkfs.ext4, e2fsck and
+# resize2fs (e2fsprogs).
+command -v losetup >/dev/null || need+=(mount)
+for tool in mkfs.ext4 e2fsck resize2fs; do
+	command -v "$tool" >/dev/null || { need+=(e2fsprogs); break; }
+done
 # Azurite (the Azure Blob emulator of the backup tests) comes from npm.
 command -v npm >/dev/null || need+=(nodejs npm)
 # The GCS backup test makes a service-account key with `openssl genpkey`.
