@@ -1,6 +1,7 @@
 //! Real etcd processes of the pinned 3.6 build on loopback: one member
-//! ([`EtcdProcess`]) started, killed (SIGKILL, a crash), frozen or started
-//! again on its data; a cluster of them in a temporary directory
+//! ([`EtcdProcess`]) started, killed (SIGKILL, a crash), stopped cleanly
+//! (SIGTERM), frozen or started again on its data, by the same or another
+//! `etcd` binary; a cluster of them in a temporary directory
 //! ([`LocalCluster`]); and a snapshot restored with `etcdutl` and served.
 
 use std::fs::File;
@@ -27,6 +28,8 @@ pub struct EtcdProcess {
     pub data_dir: PathBuf,
     /// etcd's output, appended to at every start.
     pub log: PathBuf,
+    /// The `etcd` binary; the pinned 3.6 one when none.
+    binary: Option<PathBuf>,
     args: Vec<String>,
     child: Option<Child>,
 }
@@ -42,6 +45,7 @@ impl EtcdProcess {
             metrics_url: None,
             data_dir: root.join(name),
             log: root.join(format!("{name}.log")),
+            binary: None,
             args: Vec::new(),
             child: None,
         }
@@ -67,6 +71,12 @@ impl EtcdProcess {
         self
     }
 
+    /// Runs this `etcd` binary from the next start on (another release, for
+    /// an upgrade on the same data dir).
+    pub fn set_binary(&mut self, binary: &Path) {
+        self.binary = Some(binary.to_owned());
+    }
+
     /// More flags at every start.
     pub fn with_args(mut self, args: &[&str]) -> Self {
         self.args.extend(args.iter().map(|a| (*a).to_owned()));
@@ -79,7 +89,10 @@ impl EtcdProcess {
     /// that instead.
     pub fn start(&mut self, initial_cluster: &str, state: &str, token: &str) -> Result<(), String> {
         assert!(self.child.is_none(), "{} already runs", self.name);
-        let binary = built_etcd_bin("etcd")?;
+        let binary = match &self.binary {
+            Some(binary) => binary.clone(),
+            None => built_etcd_bin("etcd")?,
+        };
         let log = File::options()
             .create(true)
             .append(true)
@@ -134,6 +147,30 @@ impl EtcdProcess {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// A clean shutdown: SIGTERM, then waits until the process has exited;
+    /// SIGKILL and an error after `timeout`.
+    pub async fn stop(&mut self, timeout: Duration) -> Result<(), String> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let pid = nix::unistd::Pid::from_raw(
+            i32::try_from(child.id()).map_err(|e| format!("pid of {}: {e}", self.name))?,
+        );
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if child.try_wait().ok().flatten().is_some() {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{} did not stop within {timeout:?}", self.name));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
