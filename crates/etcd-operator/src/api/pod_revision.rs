@@ -1,10 +1,72 @@
 //! The revision of the member Pod template: one hash of every spec field
 //! that shapes a member's Pod. A member whose Pod carries another hash runs
 //! an older template and is replaced by the rollout, one member at a time.
+//! The Pod's extra labels and annotations are left out: they change in
+//! place, without replacing a Pod.
 
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::EtcdClusterSpec;
+use super::identity::{CLUSTER_LABEL, INSTANCE_LABEL, MANAGED_BY_LABEL, NAME_LABEL, ORDINAL_LABEL};
+
+/// The Pod annotation that records which labels and annotations of
+/// `spec.pod` were applied to the Pod, so that a key removed from the spec
+/// is removed from the Pod (and no other key is touched).
+pub const TEMPLATE_METADATA_ANNOTATION: &str = "durable-etcd.io/template-metadata";
+
+/// The keys of `spec.pod.labels` and `spec.pod.annotations` applied to a Pod.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppliedKeys {
+    /// Label keys.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Annotation keys.
+    #[serde(default)]
+    pub annotations: Vec<String>,
+}
+
+impl AppliedKeys {
+    /// The keys a spec applies.
+    pub fn of(spec: &EtcdClusterSpec) -> Self {
+        Self {
+            labels: user_labels(spec).into_keys().collect(),
+            annotations: spec.pod.annotations.keys().cloned().collect(),
+        }
+    }
+
+    /// The annotation value.
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads the annotation value; `None` when it cannot be read.
+    pub fn decode(value: &str) -> Option<Self> {
+        serde_json::from_str(value).ok()
+    }
+}
+
+/// The labels the operator sets on every member Pod: a user label under
+/// one of these keys is not applied (the operator's own wins).
+pub const OPERATOR_LABEL_KEYS: [&str; 5] = [
+    NAME_LABEL,
+    INSTANCE_LABEL,
+    CLUSTER_LABEL,
+    MANAGED_BY_LABEL,
+    ORDINAL_LABEL,
+];
+
+/// `spec.pod.labels` without the operator's own keys.
+pub fn user_labels(spec: &EtcdClusterSpec) -> BTreeMap<String, String> {
+    spec.pod
+        .labels
+        .iter()
+        .filter(|(k, _)| !OPERATOR_LABEL_KEYS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
 
 /// The Pod annotation that records the template a member Pod was built from.
 pub const TEMPLATE_HASH_ANNOTATION: &str = "durable-etcd.io/pod-template-hash";
@@ -14,15 +76,19 @@ pub const TEMPLATE_HASH_ANNOTATION: &str = "durable-etcd.io/pod-template-hash";
 const POD_SHAPE: u32 = 1;
 
 /// The hash of the Pod template a spec asks for: 16 hex digits over the etcd
-/// version, the etcd tuning and the member Pod template. Fields that never
-/// reach the Pod (replicas, storage, recovery, `paused`) are left out, so
+/// version, the etcd tuning and the member Pod template without its labels
+/// and annotations. Fields that never reach the Pod (replicas, storage,
+/// recovery, `paused`) and those that change in place are left out, so
 /// changing them rolls nothing.
 pub fn template_hash(spec: &EtcdClusterSpec) -> String {
+    let mut pod = spec.pod.clone();
+    pod.labels.clear();
+    pod.annotations.clear();
     let inputs = serde_json::json!({
         "shape": POD_SHAPE,
         "version": spec.version,
         "etcd": spec.etcd,
-        "pod": spec.pod,
+        "pod": pod,
     });
     // serde_json writes struct fields in declaration order and maps in key
     // order: the same spec always gives the same bytes.
@@ -37,6 +103,19 @@ pub fn template_hash(spec: &EtcdClusterSpec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn applied_keys_leave_out_the_operators_labels_and_read_back() {
+        let mut spec = EtcdClusterSpec::default();
+        spec.pod.labels.insert("team".into(), "a".into());
+        spec.pod.labels.insert(CLUSTER_LABEL.into(), "other".into());
+        spec.pod.annotations.insert("note".into(), "x".into());
+        let keys = AppliedKeys::of(&spec);
+        assert_eq!(keys.labels, ["team"]);
+        assert_eq!(keys.annotations, ["note"]);
+        assert_eq!(AppliedKeys::decode(&keys.encode()), Some(keys));
+        assert_eq!(AppliedKeys::decode("not json"), None);
+    }
 
     #[test]
     fn the_hash_follows_every_field_that_reaches_the_pod_and_no_other() {
@@ -56,6 +135,14 @@ mod tests {
         }
 
         let mut replicas = base.clone();
+        replicas
+            .pod
+            .labels
+            .insert("team".to_string(), "storage".to_string());
+        replicas
+            .pod
+            .annotations
+            .insert("note".to_string(), "in place".to_string());
         replicas.replicas = 5;
         replicas.paused = true;
         replicas.storage.size =

@@ -29,6 +29,8 @@ pub enum ActionKind {
     AdoptRestoredVolume,
     /// A member's Pod replaced because it runs an older Pod template.
     RollMember,
+    /// The labels and annotations of `spec.pod` set on a Pod in place.
+    UpdatePodMetadata,
     EnableDowngrade,
     CancelDowngrade,
 }
@@ -62,7 +64,7 @@ pub struct ActionRow {
 
 impl ActionKind {
     /// Every kind, in the order of the table.
-    pub const ALL: [ActionKind; 23] = [
+    pub const ALL: [ActionKind; 24] = [
         Self::CreatePeerService,
         Self::CreateClientService,
         Self::ApplyPodDisruptionBudget,
@@ -84,6 +86,7 @@ impl ActionKind {
         Self::DeleteRestorePod,
         Self::AdoptRestoredVolume,
         Self::RollMember,
+        Self::UpdatePodMetadata,
         Self::EnableDowngrade,
         Self::CancelDowngrade,
     ];
@@ -133,6 +136,7 @@ impl ActionKind {
                 ("AdoptRestoredVolume", "VolumeClaimAdopted", Normal, false)
             }
             Self::RollMember => ("RollMember", "MemberRolled", Normal, false),
+            Self::UpdatePodMetadata => ("UpdatePodMetadata", "PodMetadataUpdated", Normal, false),
             Self::EnableDowngrade => ("EnableDowngrade", "DowngradeEnabled", Normal, false),
             Self::CancelDowngrade => ("CancelDowngrade", "DowngradeCancelled", Normal, false),
         };
@@ -382,6 +386,12 @@ pub enum Action {
         /// The voters.
         of: usize,
     },
+    /// Set the labels and annotations of `spec.pod` on a member's Pod in
+    /// place (removing those the spec no longer has): no restart.
+    UpdatePodMetadata {
+        /// The ordinal.
+        ordinal: u32,
+    },
     /// Start etcd's downgrade to a minor release (`3.6`): lowers the
     /// cluster's and the members' storage version so that the older release
     /// can start on their data.
@@ -421,6 +431,7 @@ impl Action {
             Self::DeleteRestorePod { .. } => ActionKind::DeleteRestorePod,
             Self::AdoptRestoredVolume { .. } => ActionKind::AdoptRestoredVolume,
             Self::RollMember { .. } => ActionKind::RollMember,
+            Self::UpdatePodMetadata { .. } => ActionKind::UpdatePodMetadata,
             Self::EnableDowngrade { .. } => ActionKind::EnableDowngrade,
             Self::CancelDowngrade { .. } => ActionKind::CancelDowngrade,
         }
@@ -556,6 +567,10 @@ impl Action {
                 of,
             } => format!(
                 "replacing the Pod of {} ({change}); {updated} of {of} members updated",
+                member(ordinal)
+            ),
+            Self::UpdatePodMetadata { ordinal } => format!(
+                "setting the labels and annotations of spec.pod on Pod {} in place",
                 member(ordinal)
             ),
             Self::EnableDowngrade { target } => format!(

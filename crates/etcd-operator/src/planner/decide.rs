@@ -33,6 +33,7 @@ pub fn decide(cx: &Context<'_>) -> Step {
         scale_down,
         // Data kept for a person comes first: a rollout waits for it.
         retained_data,
+        super::rollout::update_pod_metadata,
         super::rollout::roll_members,
     ]
     .iter()

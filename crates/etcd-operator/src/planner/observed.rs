@@ -149,6 +149,19 @@ pub struct PodState {
     pub template_hash: Option<String>,
     /// Found by its name, not by the cluster's labels.
     pub labels_missing: bool,
+    /// The labels and annotations of `spec.pod` it carries, by the keys
+    /// recorded as applied (`durable-etcd.io/template-metadata`); `None`
+    /// when nothing is recorded.
+    pub template_metadata: Option<TemplateMetadata>,
+}
+
+/// The labels and annotations of `spec.pod` on a Pod.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TemplateMetadata {
+    /// Labels.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Annotations.
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// Phase of a Pod.

@@ -65,6 +65,20 @@ pub fn running_release(cx: &Context<'_>, ordinal: u32) -> Option<Release> {
     })
 }
 
+/// Labels and annotations of `spec.pod` change in place, on every Pod
+/// whose own differ, one Pod per pass: nothing restarts.
+pub(super) fn update_pod_metadata(cx: &Context<'_>) -> Option<Step> {
+    let desired = super::observed::TemplateMetadata {
+        labels: crate::api::pod_revision::user_labels(&cx.o.spec),
+        annotations: cx.o.spec.pod.annotations.clone(),
+    };
+    cx.ordinals().into_iter().find_map(|ordinal| {
+        let pod = cx.o.objects(ordinal).pod?;
+        (!pod.deleting && pod.template_metadata.as_ref() != Some(&desired))
+            .then_some(Step::Act(super::Action::UpdatePodMetadata { ordinal }))
+    })
+}
+
 /// The step of the rollout, if one is due.
 pub(super) fn roll_members(cx: &Context<'_>) -> Option<Step> {
     if cx.membership.source != Source::Live || !cx.membership.quorum || cx.restoring.is_some() {
@@ -337,6 +351,17 @@ fn not_settled(cx: &Context<'_>) -> Option<Waiting> {
             }
             return Some(Waiting::Rollout(format!(
                 "the rollout waits for {name} to be healthy ({detail})"
+            )));
+        }
+        // Clients reach a member through the Services only once its Pod is
+        // Ready: the next member waits for that too.
+        if member
+            .ordinal
+            .and_then(|o| cx.o.objects(o).pod)
+            .is_some_and(|p| !p.ready)
+        {
+            return Some(Waiting::Rollout(format!(
+                "the rollout waits for Pod {name} to be Ready"
             )));
         }
         if !cx.membership.stably_healthy(member) {

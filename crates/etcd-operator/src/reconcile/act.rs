@@ -122,6 +122,15 @@ pub enum Step {
         /// Token of the new incarnation.
         token: String,
     },
+    /// Merge labels and annotations into a Pod (`None` removes a key).
+    PatchPodMetadata {
+        /// Pod name.
+        name: String,
+        /// Labels to set or remove.
+        labels: std::collections::BTreeMap<String, Option<String>>,
+        /// Annotations to set or remove.
+        annotations: std::collections::BTreeMap<String, Option<String>>,
+    },
     /// Start etcd's downgrade to a minor release.
     EnableDowngrade {
         /// The minor release, e.g. `3.6`.
@@ -230,6 +239,17 @@ pub async fn execute(
             .await?;
             Ok(note(step))
         }
+        Step::PatchPodMetadata {
+            name,
+            labels,
+            annotations,
+        } => {
+            let patch = serde_json::json!({
+                "metadata": { "labels": labels, "annotations": annotations }
+            });
+            merge_patch::<Pod>(client, namespace, name, &patch).await?;
+            Ok(note(step))
+        }
         Step::EnableDowngrade { target } => {
             etcd.call("enable downgrade", async |a| {
                 a.enable_downgrade(target).await
@@ -296,6 +316,9 @@ pub fn note(step: &Step) -> String {
             format!("recorded incarnation {token} on PersistentVolumeClaim {name}")
         }
         Step::RecordRestore => "recorded the restore in status".to_string(),
+        Step::PatchPodMetadata { name, .. } => {
+            format!("set the labels and annotations of spec.pod on Pod {name}")
+        }
         Step::EnableDowngrade { target } => format!(
             "enabled etcd's downgrade to {target}: the cluster version is lowered, and each member's storage version after it"
         ),

@@ -233,7 +233,24 @@ pub fn pod_state(pod: &Pod) -> PodState {
             .get(crate::api::pod_revision::TEMPLATE_HASH_ANNOTATION)
             .cloned(),
         labels_missing: false,
+        template_metadata: template_metadata(pod),
     }
+}
+
+/// The labels and annotations of `spec.pod` a Pod carries, by the keys
+/// recorded as applied.
+fn template_metadata(pod: &Pod) -> Option<crate::planner::TemplateMetadata> {
+    use crate::api::pod_revision::{AppliedKeys, TEMPLATE_METADATA_ANNOTATION};
+    let keys = AppliedKeys::decode(pod.annotations().get(TEMPLATE_METADATA_ANNOTATION)?)?;
+    let pick = |from: &std::collections::BTreeMap<String, String>, keys: &[String]| {
+        keys.iter()
+            .filter_map(|k| Some((k.clone(), from.get(k)?.clone())))
+            .collect()
+    };
+    Some(crate::planner::TemplateMetadata {
+        labels: pick(pod.labels(), &keys.labels),
+        annotations: pick(pod.annotations(), &keys.annotations),
+    })
 }
 
 /// The planner's view of the restore Pod.

@@ -16,6 +16,7 @@ use super::facts;
 use super::observe::Snapshot;
 use crate::addressing::restore_pod_name;
 use crate::addressing::{member_name, ordinal_of_member, pvc_name};
+use crate::api::pod_revision::{AppliedKeys, TEMPLATE_METADATA_ANNOTATION, user_labels};
 use crate::api::{EtcdCluster, EtcdClusterStatus};
 use crate::planner::{self, Action, ActionKind, EventType, Observed, OrdinalObjects};
 use crate::resources::scheduling::{self, PlacementFacts, VolumeLocality};
@@ -265,6 +266,37 @@ fn to_step(
                 uid: uid_of_pod(&pod_name),
                 name: pod_name,
                 force: false,
+            }
+        }
+        Action::UpdatePodMetadata { ordinal } => {
+            let pod_name = member(*ordinal);
+            let recorded = snapshot
+                .pods
+                .iter()
+                .find(|p| p.name_any() == pod_name)
+                .and_then(|p| p.annotations().get(TEMPLATE_METADATA_ANNOTATION))
+                .and_then(|v| AppliedKeys::decode(v))
+                .unwrap_or_default();
+            let applied = AppliedKeys::of(&cluster.spec);
+            let set_or_remove = |desired: BTreeMap<String, String>, recorded: &[String]| {
+                let mut patch: BTreeMap<String, Option<String>> = recorded
+                    .iter()
+                    .filter(|k| !desired.contains_key(*k))
+                    .map(|k| (k.clone(), None))
+                    .collect();
+                patch.extend(desired.into_iter().map(|(k, v)| (k, Some(v))));
+                patch
+            };
+            let mut annotations =
+                set_or_remove(cluster.spec.pod.annotations.clone(), &recorded.annotations);
+            annotations.insert(
+                TEMPLATE_METADATA_ANNOTATION.to_string(),
+                Some(applied.encode()),
+            );
+            Step::PatchPodMetadata {
+                labels: set_or_remove(user_labels(&cluster.spec), &recorded.labels),
+                annotations,
+                name: pod_name,
             }
         }
         Action::EnableDowngrade { target } => Step::EnableDowngrade {

@@ -24,7 +24,9 @@ use crate::api::identity::{
     CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION, MemberIdentity,
     format_id,
 };
-use crate::api::pod_revision::{TEMPLATE_HASH_ANNOTATION, template_hash};
+use crate::api::pod_revision::{
+    AppliedKeys, TEMPLATE_HASH_ANNOTATION, TEMPLATE_METADATA_ANNOTATION, template_hash, user_labels,
+};
 use crate::api::{EtcdCluster, MemberPodTemplate, version};
 use crate::planner::Bootstrap;
 use crate::pod_contract::TERMINATION_MESSAGE_POLICY;
@@ -365,13 +367,17 @@ pub fn member_pod_with(
     let name = cluster.name_any();
     let template = &cluster.spec.pod;
     let mut metadata = meta(cluster, member_name(&name, ordinal), Some(ordinal));
-    let mut pod_labels = template.labels.clone();
+    let mut pod_labels = user_labels(&cluster.spec);
     pod_labels.extend(labels(&name, Some(ordinal)));
     metadata.labels = Some(pod_labels);
     let mut pod_annotations = template.annotations.clone();
     pod_annotations.insert(
         TEMPLATE_HASH_ANNOTATION.to_string(),
         template_hash(&cluster.spec),
+    );
+    pod_annotations.insert(
+        TEMPLATE_METADATA_ANNOTATION.to_string(),
+        AppliedKeys::of(&cluster.spec).encode(),
     );
     metadata.annotations = Some(pod_annotations);
     let data_mount = VolumeMount {

@@ -282,6 +282,34 @@ fn a_change_that_reaches_no_pod_rolls_nothing() {
 }
 
 #[test]
+fn labels_and_annotations_change_in_place_without_a_restart() {
+    let mut sim = formed(3);
+    let start = sim.actions.len();
+    sim.spec.pod.labels.insert("team".into(), "storage".into());
+    sim.spec
+        .pod
+        .annotations
+        .insert("owner".into(), "on-call".into());
+    sim.run(10);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(rolled(&rollout_actions(&sim, start)).is_empty());
+    let patched: Vec<&Action> = sim.actions[start..]
+        .iter()
+        .filter(|a| matches!(a, Action::UpdatePodMetadata { .. }))
+        .collect();
+    assert_eq!(patched.len(), 3, "{patched:?}");
+    assert!(
+        sim.pods
+            .values()
+            .all(|p| p.metadata.labels.get("team").map(String::as_str) == Some("storage"))
+    );
+    // Steady afterwards: no patch repeats.
+    let settled = sim.actions.len();
+    sim.run(5);
+    assert_eq!(sim.actions.len(), settled, "{:?}", &sim.actions[settled..]);
+}
+
+#[test]
 fn paused_stops_a_rollout_between_members() {
     let mut sim = formed(3);
     let start = sim.actions.len();

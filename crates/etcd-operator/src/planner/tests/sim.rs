@@ -74,6 +74,8 @@ pub struct SimPod {
     /// The Pod template it was built from, and the etcd release it runs.
     pub template: String,
     pub version: String,
+    /// The labels and annotations of `spec.pod` it carries.
+    pub metadata: crate::planner::TemplateMetadata,
 }
 
 #[derive(Clone, Debug)]
@@ -649,6 +651,7 @@ impl Sim {
                 version: Some(pod.version.clone()),
                 template_hash: Some(pod.template.clone()),
                 labels_missing: false,
+                template_metadata: Some(pod.metadata.clone()),
             });
         }
         let nodes = self
@@ -992,6 +995,7 @@ impl Sim {
                         running: false,
                         template: crate::api::pod_revision::template_hash(&self.spec),
                         version: self.spec.version.clone(),
+                        metadata: desired_metadata(&self.spec),
                     },
                 );
             }
@@ -1164,6 +1168,13 @@ impl Sim {
                     p.deleting = true;
                 }
             }
+            Action::UpdatePodMetadata { ordinal } => {
+                let metadata = desired_metadata(&self.spec);
+                match self.pods.get_mut(ordinal) {
+                    Some(pod) => pod.metadata = metadata,
+                    None => self.violation("labelling a Pod that does not exist", &action),
+                }
+            }
             Action::EnableDowngrade { target } => {
                 if !quorum_before {
                     self.violation("etcd's downgrade enabled without quorum", &action);
@@ -1249,6 +1260,14 @@ impl Sim {
                 }
             }
         }
+    }
+}
+
+/// The labels and annotations of `spec.pod` a Pod built now carries.
+pub fn desired_metadata(spec: &crate::api::EtcdClusterSpec) -> crate::planner::TemplateMetadata {
+    crate::planner::TemplateMetadata {
+        labels: crate::api::pod_revision::user_labels(spec),
+        annotations: spec.pod.annotations.clone(),
     }
 }
 

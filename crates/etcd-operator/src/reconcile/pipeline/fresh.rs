@@ -85,7 +85,8 @@ pub fn is_disruptive(step: &Step, cluster: &str) -> bool {
         | Step::PromoteLearner { .. }
         | Step::AdvanceRaftLog { .. }
         | Step::MoveLeader { .. }
-        | Step::CancelDowngrade => false,
+        | Step::CancelDowngrade
+        | Step::PatchPodMetadata { .. } => false,
     }
 }
 
