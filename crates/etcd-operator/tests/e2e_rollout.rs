@@ -11,6 +11,11 @@
 //!    the rollout halts (no other member is replaced while one is down) and
 //!    resumes when the node returns.
 //!
+//! 4. `storage.size` grows 1Gi → 2Gi: every PVC is expanded (the lab's
+//!    volumes are ext4 filesystems of their size, grown offline), each
+//!    member restarts once, one at a time, and the filesystem its Pod mounts
+//!    has the new size.
+//!
 //! Throughout, a watcher polls the member Pods once a second and fails on
 //! two members not Ready at once twice in a row (except while the test
 //! itself holds a node stopped), and at the end every acknowledged write is
@@ -142,7 +147,61 @@ async fn steps(h: &mut Harness, identity: &Identity, watch: &Arc<Mutex<Watch>>) 
     watch.lock().await.node_stopped = false;
     same_identity(h, identity).await?;
     check_watch(watch).await?;
+
+    // 4. Volume expansion.
+    let started = Instant::now();
+    h.patch_spec(NAME, json!({ "storage": { "size": "2Gi" } }))
+        .await?;
+    wait_for("every volume at 2Gi", Duration::from_secs(420), || async {
+        let status = h.status(NAME).await?;
+        let claims = h.pvcs.list(&ListParams::default()).await?.items;
+        let grown = claims.len() == 3
+            && claims.iter().all(|c| {
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.capacity.as_ref()?.get("storage"))
+                    .is_some_and(|q| q.0 == "2Gi")
+            });
+        Ok(grown
+            && status
+                .members
+                .iter()
+                .all(|m| m.volume_size.as_deref() == Some("2Gi"))
+            && status.ready_members == 3
+            && condition_true(&status, "Available"))
+    })
+    .await?;
+    for claim in h.pvcs.list(&ListParams::default()).await?.items {
+        let dir = h.lab.volume_dir(&h.namespace, &claim.name_any()).await?;
+        let bytes = filesystem_size(&dir)?;
+        eprintln!("{}: its filesystem has {bytes} bytes", claim.name_any());
+        if bytes < 1900 * 1024 * 1024 {
+            return Err(format!(
+                "{}: the filesystem still has {bytes} bytes",
+                claim.name_any()
+            )
+            .into());
+        }
+    }
+    eprintln!("every volume grew to 2Gi in {:?}", started.elapsed());
+    same_identity(h, identity).await?;
+    check_watch(watch).await?;
     Ok(())
+}
+
+/// The total bytes of the filesystem mounted at `dir` (`df`).
+fn filesystem_size(dir: &std::path::Path) -> TestResult<u64> {
+    let out = std::process::Command::new("df")
+        .args(["-B1", "--output=size"])
+        .arg(dir)
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .lines()
+        .nth(1)
+        .ok_or_else(|| format!("df printed nothing for {}", dir.display()))?
+        .trim()
+        .parse()?)
 }
 
 /// Waits until every member reports `version` with data of

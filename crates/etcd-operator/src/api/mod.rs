@@ -15,6 +15,7 @@ pub mod identity;
 pub mod pod_revision;
 mod pod_rules;
 mod pod_template;
+pub mod quantity;
 mod recovery;
 pub mod rules;
 mod status;

@@ -56,6 +56,11 @@ pub struct EtcdClusterStatus {
     #[serde(default)]
     pub updated_members: i32,
 
+    /// The minor release of the members' data (etcd's storage version,
+    /// e.g. `3.6`), as last reported: no member Pod runs an older release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_version: Option<String>,
+
     /// The newest revision seen on any member; before a restore, compare it
     /// with the revision the restore would keep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -210,6 +215,12 @@ pub struct MemberStatus {
     /// image).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+
+    /// The size of its volume's filesystem as Kubernetes reports it (the
+    /// PVC's `status.capacity`): below `spec.storage.size` while an
+    /// expansion is under way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_size: Option<String>,
 
     /// Whether its Pod was built from the current template
     /// (`status.podTemplateHash`); false while a rollout has not reached it.

@@ -31,6 +31,8 @@ pub enum ActionKind {
     RollMember,
     /// The labels and annotations of `spec.pod` set on a Pod in place.
     UpdatePodMetadata,
+    /// A member's PVC asked for the size of `spec.storage.size`.
+    ExpandVolume,
     EnableDowngrade,
     CancelDowngrade,
 }
@@ -64,7 +66,7 @@ pub struct ActionRow {
 
 impl ActionKind {
     /// Every kind, in the order of the table.
-    pub const ALL: [ActionKind; 24] = [
+    pub const ALL: [ActionKind; 25] = [
         Self::CreatePeerService,
         Self::CreateClientService,
         Self::ApplyPodDisruptionBudget,
@@ -87,6 +89,7 @@ impl ActionKind {
         Self::AdoptRestoredVolume,
         Self::RollMember,
         Self::UpdatePodMetadata,
+        Self::ExpandVolume,
         Self::EnableDowngrade,
         Self::CancelDowngrade,
     ];
@@ -137,6 +140,7 @@ impl ActionKind {
             }
             Self::RollMember => ("RollMember", "MemberRolled", Normal, false),
             Self::UpdatePodMetadata => ("UpdatePodMetadata", "PodMetadataUpdated", Normal, false),
+            Self::ExpandVolume => ("ExpandVolume", "VolumeExpansionRequested", Normal, false),
             Self::EnableDowngrade => ("EnableDowngrade", "DowngradeEnabled", Normal, false),
             Self::CancelDowngrade => ("CancelDowngrade", "DowngradeCancelled", Normal, false),
         };
@@ -261,6 +265,11 @@ pub enum Action {
         bootstrap: Bootstrap,
         /// The identity its data must carry (checked by `member-guard`).
         identity: MemberIdentity,
+        /// The etcd release it runs when not `spec.version`: while the
+        /// members' data is of a newer minor release than the spec's (until
+        /// etcd's downgrade lowers it), a Pod runs the newest pinned release
+        /// of the data's line, which starts on it.
+        release: Option<String>,
     },
     /// Delete the Pod of an ordinal.
     DeletePod {
@@ -392,6 +401,14 @@ pub enum Action {
         /// The ordinal.
         ordinal: u32,
     },
+    /// Ask a member's PVC for the size of `spec.storage.size`; the storage
+    /// provider expands the volume.
+    ExpandVolume {
+        /// The ordinal.
+        ordinal: u32,
+        /// The new size, e.g. `2Gi`.
+        size: String,
+    },
     /// Start etcd's downgrade to a minor release (`3.6`): lowers the
     /// cluster's and the members' storage version so that the older release
     /// can start on their data.
@@ -432,6 +449,7 @@ impl Action {
             Self::AdoptRestoredVolume { .. } => ActionKind::AdoptRestoredVolume,
             Self::RollMember { .. } => ActionKind::RollMember,
             Self::UpdatePodMetadata { .. } => ActionKind::UpdatePodMetadata,
+            Self::ExpandVolume { .. } => ActionKind::ExpandVolume,
             Self::EnableDowngrade { .. } => ActionKind::EnableDowngrade,
             Self::CancelDowngrade { .. } => ActionKind::CancelDowngrade,
         }
@@ -463,15 +481,24 @@ impl Action {
             ),
             Self::CreatePvc { ordinal, .. } => format!("creating the PVC of {}", member(ordinal)),
             Self::CreatePod {
-                ordinal, bootstrap, ..
+                ordinal,
+                bootstrap,
+                release,
+                ..
             } => format!(
-                "creating Pod {} (--initial-cluster-state={})",
+                "creating Pod {} (--initial-cluster-state={}){}",
                 member(ordinal),
                 if bootstrap.is_new() {
                     "new"
                 } else {
                     "existing"
-                }
+                },
+                release
+                    .as_ref()
+                    .map(|r| format!(
+                        " on etcd {r}: the members' data is of a newer minor release than spec.version until etcd's downgrade lowers it"
+                    ))
+                    .unwrap_or_default()
             ),
             Self::DeletePod {
                 ordinal,
@@ -573,6 +600,9 @@ impl Action {
                 "setting the labels and annotations of spec.pod on Pod {} in place",
                 member(ordinal)
             ),
+            Self::ExpandVolume { ordinal, size } => {
+                format!("expanding the volume of {} to {size}", member(ordinal))
+            }
             Self::EnableDowngrade { target } => format!(
                 "enabling etcd's downgrade to {target}: the cluster and storage versions go down before members run {target}"
             ),

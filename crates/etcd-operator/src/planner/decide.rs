@@ -33,6 +33,7 @@ pub fn decide(cx: &Context<'_>) -> Step {
         scale_down,
         // Data kept for a person comes first: a rollout waits for it.
         retained_data,
+        super::expansion::expand_volumes,
         super::rollout::update_pod_metadata,
         super::rollout::roll_members,
     ]
@@ -124,6 +125,7 @@ fn bootstrap(cx: &Context<'_>) -> Option<Step> {
                     initial_members: initial.clone(),
                 },
                 identity: cx.identity_of(ordinal),
+                release: None,
             });
         }
     }
@@ -251,6 +253,7 @@ fn recreate_pods(cx: &Context<'_>) -> Option<Step> {
                 initial_members: members,
             },
             identity: cx.identity_of(ordinal),
+            release: super::rollout::release_for_new_pods(cx),
         });
     }
     None

@@ -14,6 +14,7 @@ mod action;
 mod context;
 mod decide;
 mod evidence;
+mod expansion;
 mod membership;
 mod observed;
 mod release;

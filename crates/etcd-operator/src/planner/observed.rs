@@ -44,6 +44,10 @@ pub struct Observed {
     /// Members may share a node although their volumes are (or may be)
     /// node-local: the user chose `memberSpreading: Preferred`.
     pub members_may_share_a_node: bool,
+    /// Whether the volumes' StorageClass allows expansion
+    /// (`allowVolumeExpansion`); `None` when the class was not read or does
+    /// not exist.
+    pub volume_expansion_allowed: Option<bool>,
 }
 
 /// The state of the restore Pod.
@@ -101,6 +105,14 @@ pub struct PvcState {
     /// `durable-etcd.io/release-retained-data: "true"`): a PVC of a lost
     /// incarnation that a restore kept may now be deleted.
     pub released: bool,
+    /// The size it asks for, in bytes (`spec.resources.requests.storage`).
+    pub requested: Option<u64>,
+    /// The size of its volume's filesystem as Kubernetes reports it, in
+    /// bytes (`status.capacity.storage`).
+    pub capacity: Option<u64>,
+    /// The volume was expanded and its filesystem grows the next time a
+    /// Pod mounts it (condition `FileSystemResizePending`).
+    pub filesystem_resize_pending: bool,
 }
 
 /// Phase of a PVC.
@@ -149,6 +161,10 @@ pub struct PodState {
     pub template_hash: Option<String>,
     /// Found by its name, not by the cluster's labels.
     pub labels_missing: bool,
+    /// Its kubelet reports the etcd container not running (waiting to
+    /// restart, or terminated): etcd fails to start, as opposed to a Pod
+    /// whose node stopped reporting, which keeps its last state.
+    pub etcd_not_running: bool,
     /// The labels and annotations of `spec.pod` it carries, by the keys
     /// recorded as applied (`durable-etcd.io/template-metadata`); `None`
     /// when nothing is recorded.

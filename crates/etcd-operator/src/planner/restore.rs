@@ -175,6 +175,7 @@ pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {
                 cluster_id: None,
                 member_id: None,
             },
+            release: None,
         }));
     }
     Some(Step::Wait(Waiting::InProgress(format!(

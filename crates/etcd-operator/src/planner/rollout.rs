@@ -93,9 +93,13 @@ pub(super) fn roll_members(cx: &Context<'_>) -> Option<Step> {
         }));
     }
     // Missing Pods are recreated by the lifecycle steps, from the current
-    // template: the rollout only replaces Pods that exist.
+    // template: the rollout only replaces Pods that exist. A Pod whose
+    // volume's filesystem grows only at the next mount is replaced too.
     let outdated: Vec<u32> = (0..cx.replicas)
-        .filter(|&o| cx.o.objects(o).pod.is_some() && !up_to_date(cx, o))
+        .filter(|&o| {
+            cx.o.objects(o).pod.is_some()
+                && (!up_to_date(cx, o) || super::expansion::filesystem_waits_for_restart(cx, o))
+        })
         .collect();
     if outdated.is_empty() {
         return None;
@@ -137,14 +141,16 @@ pub(super) fn roll_members(cx: &Context<'_>) -> Option<Step> {
         }))
     };
 
-    // A member on an older template that does not serve (a release that
-    // fails to start, a bad flag) is replaced first: reverting the spec
-    // must be able to repair it, and it serves nobody meanwhile.
-    if let Some(stuck) = outdated
-        .iter()
-        .copied()
-        .find(|&o| cx.membership.of_ordinal(o).is_some_and(|m| !m.healthy) && node_ready(cx, o))
-        && let Some(member) = cx.membership.of_ordinal(stuck)
+    // A member on an older template whose etcd fails to start (a release
+    // that does not start, a bad flag: its kubelet reports the container
+    // not running) is replaced first: reverting the spec must be able to
+    // repair it, and it serves nobody meanwhile. A member that is down
+    // because its node stopped is not: its Pod keeps its last state.
+    if let Some(stuck) = outdated.iter().copied().find(|&o| {
+        cx.membership.of_ordinal(o).is_some_and(|m| !m.healthy)
+            && node_ready(cx, o)
+            && cx.o.objects(o).pod.is_some_and(|p| p.etcd_not_running)
+    }) && let Some(member) = cx.membership.of_ordinal(stuck)
         && cx.membership.change_allowed(&[member.id])
         && storage_ready(cx, member, desired)
     {
@@ -292,13 +298,38 @@ fn release_rules(cx: &Context<'_>, desired: Release) -> Option<Step> {
     None
 }
 
-/// The newest storage version the voters report: the release line of the
-/// cluster's data.
-fn cluster_storage(cx: &Context<'_>) -> Option<Release> {
+/// The newest storage version the voters report, else the one status
+/// recorded: the release line of the cluster's data.
+pub fn cluster_storage(cx: &Context<'_>) -> Option<Release> {
     cx.membership
         .voters()
         .filter_map(|m| m.storage_version.as_deref().and_then(Release::parse))
         .max()
+        .or_else(|| {
+            cx.o.status
+                .storage_version
+                .as_deref()
+                .and_then(|v| Release::parse(&format!("{v}.0")))
+        })
+}
+
+/// The release a Pod created now runs when not `spec.version`: the spec's
+/// minor release is older than the data's (a downgrade not yet enabled, or
+/// not yet applied by etcd), and etcd refuses to start on newer data; the
+/// newest pinned release of the data's line starts on it. The rollout
+/// replaces that Pod once etcd has lowered the storage version.
+pub fn release_for_new_pods(cx: &Context<'_>) -> Option<String> {
+    let desired = Release::parse(&cx.o.spec.version)?;
+    let storage = cluster_storage(cx)?;
+    if storage.step_to(desired) != ReleaseStep::MinorDowngrade {
+        return None;
+    }
+    version::SUPPORTED
+        .iter()
+        .filter_map(|v| Release::parse(v))
+        .filter(|r| r.same_line(storage))
+        .max()
+        .map(|r| r.to_string())
 }
 
 /// The next minor line from `from` towards `to`.
@@ -403,7 +434,11 @@ fn change(cx: &Context<'_>, ordinal: u32, desired: Release) -> String {
         .as_ref()
         .and_then(|p| p.template_hash.clone())
         .unwrap_or_else(|| "unrecorded".to_string());
-    let template = format!("template {from_template} → {}", cx.desired_template);
+    let template = if up_to_date(cx, ordinal) {
+        "its volume's filesystem grows when it starts again".to_string()
+    } else {
+        format!("template {from_template} → {}", cx.desired_template)
+    };
     match running_release(cx, ordinal) {
         Some(running) if running != desired => format!("{role}, {running} → {desired}, {template}"),
         _ => format!("{role}, {template}"),

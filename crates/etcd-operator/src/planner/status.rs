@@ -261,6 +261,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         version: running_versions(cx),
         pod_template_hash: Some(cx.desired_template.clone()),
         updated_members: i32::try_from(super::rollout::progress(cx).updated).unwrap_or(i32::MAX),
+        storage_version: super::rollout::cluster_storage(cx).map(|r| r.line()),
         newest_revision,
         conditions,
         last_operation,
@@ -540,6 +541,11 @@ fn members(cx: &Context<'_>) -> Vec<MemberStatus> {
             let mut status = MemberStatus {
                 version: super::rollout::running_release(cx, ordinal).map(|r| r.to_string()),
                 pod_up_to_date: super::rollout::up_to_date(cx, ordinal),
+                volume_size: objects
+                    .pvc
+                    .as_ref()
+                    .and_then(|p| p.capacity)
+                    .map(crate::api::quantity::human),
                 name: name.clone(),
                 pod: objects.pod.as_ref().map(|_| name.clone()),
                 node: objects.pod.as_ref().and_then(|p| p.node.clone()),

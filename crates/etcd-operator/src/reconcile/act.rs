@@ -131,6 +131,13 @@ pub enum Step {
         /// Annotations to set or remove.
         annotations: std::collections::BTreeMap<String, Option<String>>,
     },
+    /// Ask a PVC for a larger volume.
+    ResizePvc {
+        /// PVC name.
+        name: String,
+        /// The new `spec.resources.requests.storage`.
+        size: String,
+    },
     /// Start etcd's downgrade to a minor release.
     EnableDowngrade {
         /// The minor release, e.g. `3.6`.
@@ -250,6 +257,13 @@ pub async fn execute(
             merge_patch::<Pod>(client, namespace, name, &patch).await?;
             Ok(note(step))
         }
+        Step::ResizePvc { name, size } => {
+            let patch = serde_json::json!({
+                "spec": { "resources": { "requests": { "storage": size } } }
+            });
+            merge_patch::<PersistentVolumeClaim>(client, namespace, name, &patch).await?;
+            Ok(note(step))
+        }
         Step::EnableDowngrade { target } => {
             etcd.call("enable downgrade", async |a| {
                 a.enable_downgrade(target).await
@@ -316,6 +330,9 @@ pub fn note(step: &Step) -> String {
             format!("recorded incarnation {token} on PersistentVolumeClaim {name}")
         }
         Step::RecordRestore => "recorded the restore in status".to_string(),
+        Step::ResizePvc { name, size } => {
+            format!("asked PersistentVolumeClaim {name} for {size}")
+        }
         Step::PatchPodMetadata { name, .. } => {
             format!("set the labels and annotations of spec.pod on Pod {name}")
         }

@@ -202,6 +202,24 @@ pub fn pvc_state(pvc: &PersistentVolumeClaim, volume: Option<&PersistentVolume>)
             .annotations()
             .get(RELEASE_DATA_ANNOTATION)
             .is_some_and(|v| v == "true"),
+        requested: pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
+            .and_then(crate::api::quantity::bytes),
+        capacity: pvc
+            .status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref()?.get("storage"))
+            .and_then(crate::api::quantity::bytes),
+        filesystem_resize_pending: pvc
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "FileSystemResizePending" && c.status == "True")
+            }),
     }
 }
 
@@ -233,6 +251,10 @@ pub fn pod_state(pod: &Pod) -> PodState {
             .get(crate::api::pod_revision::TEMPLATE_HASH_ANNOTATION)
             .cloned(),
         labels_missing: false,
+        etcd_not_running: status
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.iter().find(|c| c.name == "etcd"))
+            .is_some_and(|c| c.state.as_ref().is_none_or(|s| s.running.is_none())),
         template_metadata: template_metadata(pod),
     }
 }

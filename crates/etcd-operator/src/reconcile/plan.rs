@@ -144,6 +144,11 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
     Observed {
         restore_pod,
         unowned: snapshot.unowned.clone(),
+        volume_expansion_allowed: snapshot
+            .storage
+            .class
+            .as_ref()
+            .map(|c| c.allow_volume_expansion == Some(true)),
         members_may_share_a_node: scheduling::members_may_share_a_node_with_their_data(
             &cluster.spec.pod,
             placement(cluster, snapshot).volumes,
@@ -240,8 +245,9 @@ fn to_step(
             ordinal,
             bootstrap,
             identity,
+            release,
         } => Step::Apply(Child::Pod(Box::new(resources::member_pod_with(
-            cluster,
+            &with_release(cluster, release.as_deref()),
             &addressing,
             &settings.operator_image,
             *ordinal,
@@ -299,6 +305,10 @@ fn to_step(
                 name: pod_name,
             }
         }
+        Action::ExpandVolume { ordinal, size } => Step::ResizePvc {
+            name: pvc_name(&name, *ordinal),
+            size: size.clone(),
+        },
         Action::EnableDowngrade { target } => Step::EnableDowngrade {
             target: target.clone(),
         },
@@ -376,6 +386,16 @@ fn to_step(
             token: token.clone(),
         },
     }
+}
+
+/// The cluster as the Pod builder sees it: `spec.version` replaced by the
+/// release the planner chose for a new Pod, if it chose one.
+fn with_release(cluster: &EtcdCluster, release: Option<&str>) -> EtcdCluster {
+    let mut cluster = cluster.clone();
+    if let Some(release) = release {
+        cluster.spec.version = release.to_string();
+    }
+    cluster
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ enum Fault {
     ChangeVersion(bool),
     /// A person changes a tuning flag (rolls every member).
     Tune(u8),
+    /// A person grows `storage.size` by 1 GiB.
+    Grow,
 }
 
 fn fault() -> impl Strategy<Value = Fault> {
@@ -40,6 +42,7 @@ fn fault() -> impl Strategy<Value = Fault> {
         1 => Just(Fault::Approve),
         1 => any::<bool>().prop_map(Fault::ChangeVersion),
         1 => (0u8..3).prop_map(Fault::Tune),
+        1 => Just(Fault::Grow),
     ]
 }
 
@@ -90,6 +93,12 @@ fn apply(sim: &mut Sim, fault: &Fault) {
         }
         Fault::Tune(n) => {
             sim.spec.etcd.snapshot_count = 10_000 + i64::from(*n);
+        }
+        Fault::Grow => {
+            let grown = sim.spec_bytes() + (1 << 30);
+            sim.spec.storage.size = k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+                crate::api::quantity::human(grown),
+            );
         }
     }
 }
@@ -185,6 +194,17 @@ fn check(replicas: i32, volumes: Volumes, faults: &[Fault]) -> Result<(), TestCa
             usize::try_from(replicas).unwrap_or(0),
             "{:#?}",
             sim.status
+        );
+        // Every expansion has reached the filesystems (of the claims that
+        // are not being deleted).
+        let size = sim.spec_bytes();
+        prop_assert!(
+            sim.pvcs
+                .iter()
+                .filter(|(o, p)| **o < u32::try_from(replicas).unwrap_or(0) && !p.deleting)
+                .all(|(_, p)| p.capacity == size),
+            "volumes below storage.size: {:#?}",
+            sim.pvcs
         );
         // Every rollout the faults interrupted has finished.
         let desired = crate::api::pod_revision::template_hash(&sim.spec);

@@ -188,6 +188,30 @@ fn one_member_at_a_time_and_none_while_another_is_down() {
 }
 
 #[test]
+fn a_member_whose_node_just_stopped_is_not_taken_for_one_that_fails_to_start() {
+    let mut sim = formed(3);
+    let start = sim.actions.len();
+    sim.spec.etcd.snapshot_count = 5000;
+    while rolled(&rollout_actions(&sim, start)).is_empty() {
+        sim.reconcile();
+        sim.advance(1);
+    }
+    let first = rolled(&rollout_actions(&sim, start))[0];
+    let other = (0..3).find(|o| *o != first).expect("another member");
+    let node = sim.node_of(other).expect("node");
+    sim.stop_node(&node);
+    // The Node object still says Ready for a while.
+    sim.stale_node_status.insert(node.clone());
+    sim.run(20);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(
+        rolled(&rollout_actions(&sim, start)),
+        vec![first],
+        "the member on the stopped node was replaced"
+    );
+}
+
+#[test]
 fn a_member_that_does_not_come_back_halts_the_rollout_and_a_revert_repairs_it() {
     let mut sim = formed(3);
     sim.broken_releases = vec!["3.7.3".to_string()];
@@ -379,4 +403,58 @@ fn a_single_member_rolls_in_place() {
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
     assert_eq!(rolled(&rollout_actions(&sim, start)), vec![0]);
     assert!(all_on_the_spec(&sim));
+}
+
+#[test]
+fn a_grown_storage_size_expands_every_volume_and_restarts_members_one_at_a_time() {
+    let mut sim = formed(3);
+    let start = sim.actions.len();
+    sim.spec.storage.size =
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("2Gi".to_string());
+    sim.run(120);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    let expanded = sim.actions[start..]
+        .iter()
+        .filter(|a| matches!(a, Action::ExpandVolume { size, .. } if size == "2Gi"))
+        .count();
+    assert_eq!(expanded, 3);
+    // The filesystems grew at their Pods' next start: one restart each.
+    assert_eq!(rolled(&rollout_actions(&sim, start)).len(), 3);
+    assert!(
+        sim.pvcs.values().all(|p| p.capacity == 2 << 30
+            && p.requested == 2 << 30
+            && !p.filesystem_resize_pending)
+    );
+    assert!(
+        sim.status
+            .members
+            .iter()
+            .all(|m| m.volume_size.as_deref() == Some("2Gi")),
+        "{:#?}",
+        sim.status.members
+    );
+    assert_eq!(sim.healthy_voters(), 3);
+    let (progressing, reason, _) = condition(&sim, ConditionType::Progressing);
+    assert!(!progressing, "{reason}");
+}
+
+#[test]
+fn a_class_without_expansion_keeps_the_size_and_says_so() {
+    let mut sim = formed(3);
+    sim.expansion_allowed = false;
+    let start = sim.actions.len();
+    sim.spec.storage.size =
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("2Gi".to_string());
+    sim.run(10);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        !sim.actions[start..]
+            .iter()
+            .any(|a| matches!(a, Action::ExpandVolume { .. }))
+    );
+    let waiting = sim.last_plan.as_ref().and_then(|p| p.waiting.clone());
+    assert!(
+        matches!(&waiting, Some(Waiting::NeedsAttention(m)) if m.contains("does not allow expansion")),
+        "{waiting:?}"
+    );
 }

@@ -51,6 +51,11 @@ pub struct SimPvc {
     /// Its PersistentVolume object was deleted (under `Retain` the disk
     /// lives on and stays mounted): Kubernetes reports the claim `Lost`.
     pub pv_object_deleted: bool,
+    /// The size it asks for and its filesystem's, in bytes; the
+    /// filesystem grows at the next mount (offline expansion).
+    pub requested: u64,
+    pub capacity: u64,
+    pub filesystem_resize_pending: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -143,6 +148,11 @@ pub struct Sim {
     pub broken_releases: Vec<String>,
     /// The member leadership was moved to, while it is a healthy voter.
     pub leader: Option<u64>,
+    /// The StorageClass allows volume expansion.
+    pub expansion_allowed: bool,
+    /// Stopped nodes whose Node object still says Ready (the node lease
+    /// has not expired yet).
+    pub stale_node_status: std::collections::BTreeSet<String>,
 }
 
 impl Sim {
@@ -182,6 +192,8 @@ impl Sim {
             downgrade: None,
             broken_releases: Vec::new(),
             leader: None,
+            expansion_allowed: true,
+            stale_node_status: std::collections::BTreeSet::new(),
         };
         for _ in 0..nodes {
             sim.add_node();
@@ -308,6 +320,13 @@ impl Sim {
         for ordinal in gone {
             self.pods.remove(&ordinal);
         }
+        // The storage provider expands volumes at once; the filesystem
+        // grows at the next mount.
+        for pvc in self.pvcs.values_mut() {
+            if pvc.requested > pvc.capacity {
+                pvc.filesystem_resize_pending = true;
+            }
+        }
         // PVCs whose deletion waited for their Pod.
         let pods = &self.pods;
         self.pvcs
@@ -415,11 +434,26 @@ impl Sim {
         }
     }
 
+    /// The size `spec.storage.size` asks for, in bytes.
+    pub fn spec_bytes(&self) -> u64 {
+        crate::api::quantity::bytes(&self.spec.storage.size).unwrap_or(0)
+    }
+
     /// The kubelet starts the Pod: `member-guard`, then etcd.
     fn start(&mut self, ordinal: u32) {
         let Some(pod) = self.pods.get(&ordinal).cloned() else {
             return;
         };
+        // A mount grows a filesystem whose volume was expanded.
+        if !pod.running
+            && !pod.deleting
+            && pod.node.is_some()
+            && let Some(pvc) = self.pvcs.get_mut(&ordinal)
+            && pvc.filesystem_resize_pending
+        {
+            pvc.capacity = pvc.requested;
+            pvc.filesystem_resize_pending = false;
+        }
         let node_up = pod
             .node
             .as_ref()
@@ -635,11 +669,20 @@ impl Sim {
                 },
                 labels_missing: pvc.labels_missing,
                 released: pvc.released,
+                requested: Some(pvc.requested),
+                capacity: Some(pvc.capacity),
+                filesystem_resize_pending: pvc.filesystem_resize_pending,
             });
         }
         for (o, pod) in &self.pods {
+            // A stopped node whose Node object still says Ready: its Pod
+            // keeps the last state its kubelet reported.
+            let stale = pod
+                .node
+                .as_ref()
+                .is_some_and(|n| self.stale_node_status.contains(n));
             ordinals.entry(*o).or_default().pod = Some(PodState {
-                phase: if pod.running {
+                phase: if pod.running || stale {
                     PodPhase::Running
                 } else {
                     PodPhase::Pending
@@ -652,6 +695,7 @@ impl Sim {
                 template_hash: Some(pod.template.clone()),
                 labels_missing: false,
                 template_metadata: Some(pod.metadata.clone()),
+                etcd_not_running: pod.running && !self.release_starts(&pod.version),
             });
         }
         let nodes = self
@@ -661,7 +705,7 @@ impl Sim {
                 (
                     name.clone(),
                     NodeState {
-                        ready: n.up,
+                        ready: n.up || self.stale_node_status.contains(name),
                         not_ready_since: n.not_ready_since,
                         out_of_service: n.out_of_service,
                     },
@@ -681,6 +725,7 @@ impl Sim {
             nodes,
             unowned: Vec::new(),
             members_may_share_a_node: false,
+            volume_expansion_allowed: Some(self.expansion_allowed),
             restore_pod: self.restore_pod.as_ref().map(|r| {
                 if r.done {
                     crate::planner::RestorePodState::Succeeded
@@ -956,11 +1001,17 @@ impl Sim {
                         released: false,
                         labels_missing: false,
                         pv_object_deleted: false,
+                        requested: self.spec_bytes(),
+                        capacity: self.spec_bytes(),
+                        filesystem_resize_pending: false,
                     },
                 );
             }
             Action::CreatePod {
-                ordinal, bootstrap, ..
+                ordinal,
+                bootstrap,
+                release,
+                ..
             } => {
                 if self.pods.contains_key(ordinal) {
                     self.violation("rule 4: a second Pod for a member", &action);
@@ -979,7 +1030,11 @@ impl Sim {
                     }
                     self.new_tokens.push(bootstrap.token().to_string());
                 }
-                if release_line(&self.spec.version) < self.storage {
+                let mut built_from = self.spec.clone();
+                if let Some(release) = release {
+                    built_from.version = release.clone();
+                }
+                if release_line(&built_from.version) < self.storage {
                     self.violation(
                         "a Pod of a release older than the members' storage version",
                         &action,
@@ -993,8 +1048,8 @@ impl Sim {
                         bootstrap: bootstrap.clone(),
                         refusal: None,
                         running: false,
-                        template: crate::api::pod_revision::template_hash(&self.spec),
-                        version: self.spec.version.clone(),
+                        template: crate::api::pod_revision::template_hash(&built_from),
+                        version: built_from.version.clone(),
                         metadata: desired_metadata(&self.spec),
                     },
                 );
@@ -1148,7 +1203,13 @@ impl Sim {
                 if !quorum_before {
                     self.violation("a rollout step without quorum", &action);
                 }
-                if pod.template == crate::api::pod_revision::template_hash(&self.spec) {
+                let resize_pending = self
+                    .pvcs
+                    .get(ordinal)
+                    .is_some_and(|p| p.filesystem_resize_pending);
+                if pod.template == crate::api::pod_revision::template_hash(&self.spec)
+                    && !resize_pending
+                {
                     self.violation("rolling a Pod that is up to date", &action);
                 }
                 let others_down = self
@@ -1166,6 +1227,20 @@ impl Sim {
                 }
                 if let Some(p) = self.pods.get_mut(ordinal) {
                     p.deleting = true;
+                }
+            }
+            Action::ExpandVolume { ordinal, size } => {
+                let size = crate::api::quantity::bytes(
+                    &k8s_openapi::apimachinery::pkg::api::resource::Quantity(size.clone()),
+                )
+                .unwrap_or(0);
+                match self.pvcs.get_mut(ordinal) {
+                    Some(pvc) if size > pvc.requested => pvc.requested = size,
+                    Some(_) => self.violation("shrinking or re-asking a volume", &action),
+                    None => self.violation("expanding a PVC that does not exist", &action),
+                }
+                if !self.expansion_allowed {
+                    self.violation("expanding a volume its class does not allow", &action);
                 }
             }
             Action::UpdatePodMetadata { ordinal } => {

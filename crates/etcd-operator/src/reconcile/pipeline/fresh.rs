@@ -86,7 +86,8 @@ pub fn is_disruptive(step: &Step, cluster: &str) -> bool {
         | Step::AdvanceRaftLog { .. }
         | Step::MoveLeader { .. }
         | Step::CancelDowngrade
-        | Step::PatchPodMetadata { .. } => false,
+        | Step::PatchPodMetadata { .. }
+        | Step::ResizePvc { .. } => false,
     }
 }
 
