@@ -430,6 +430,16 @@ fn catalogue() -> Vec<Invalid> {
             cluster(json!({ "version": "latest" })),
             "version must be an etcd 3.6 or 3.7 release",
         ),
+        invalid(
+            Cluster,
+            cluster(json!({ "image": "mirror.example/etcd 3.6.16" })),
+            "image must not contain white space",
+        ),
+        invalid(
+            Cluster,
+            cluster(json!({ "image": "" })),
+            "spec.image in body should be at least 1 chars long",
+        ),
         // EtcdCluster: durations.
         invalid(
             Cluster,

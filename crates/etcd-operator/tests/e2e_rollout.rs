@@ -6,7 +6,8 @@
 //! 2. Downgrade 3.7 → 3.6 through etcd's downgrade API: enabled before the
 //!    first member runs 3.6, every member ends on 3.6 with its data's
 //!    storage version 3.6.
-//! 3. A tuning change rolls; the node of a member not yet replaced stops
+//! 3. A tuning change and an image override (another registry's image of
+//!    the same release) roll together; the node of a member not yet replaced stops
 //!    while the first member is being replaced: once that member is back
 //!    the rollout halts (no other member is replaced while one is down) and
 //!    resumes when the node returns.
@@ -26,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -39,6 +40,8 @@ use tokio::sync::Mutex;
 const NAME: &str = "rolling";
 const PREFIX: &str = "/rolling/";
 const TEMPLATE_HASH: &str = "durable-etcd.io/pod-template-hash";
+/// The same release from another registry (`spec.image`).
+const MIRROR_IMAGE: &str = "quay.io/coreos/etcd:v3.6.16";
 
 #[test]
 fn rolling_changes_keep_quorum_identity_and_every_write() {
@@ -116,8 +119,11 @@ async fn steps(h: &mut Harness, identity: &Identity, watch: &Arc<Mutex<Watch>>) 
     // member is being replaced (the operator waits for it anyway, so the
     // stop cannot race a decision already taken).
     let before = templates(&h.pods).await?;
-    h.patch_spec(NAME, json!({ "etcd": { "snapshotCount": 5000 } }))
-        .await?;
+    h.patch_spec(
+        NAME,
+        json!({ "etcd": { "snapshotCount": 5000 }, "image": MIRROR_IMAGE }),
+    )
+    .await?;
     let first = wait_first_replacing(h, &before).await?;
     let (outdated, node) = outdated_member_node(h, &before, &first).await?;
     eprintln!("{first} is being replaced; stopping node {node} of {outdated}, not replaced yet");
@@ -132,7 +138,14 @@ async fn steps(h: &mut Harness, identity: &Identity, watch: &Arc<Mutex<Watch>>) 
         Duration::from_secs(360),
         || async {
             let status = h.status(NAME).await?;
-            let args_ok = every_etcd_arg(&h.pods, "--snapshot-count=5000").await?;
+            let args_ok = every_etcd(&h.pods, |c| {
+                c.image.as_deref() == Some(MIRROR_IMAGE)
+                    && c.args
+                        .iter()
+                        .flatten()
+                        .any(|a| a == "--snapshot-count=5000")
+            })
+            .await?;
             Ok(status.updated_members == 3
                 && args_ok
                 && condition_true(&status, "Available")
@@ -385,8 +398,8 @@ async fn halted_while_stopped(
     Ok(())
 }
 
-/// Whether every member Pod's etcd command line holds `arg`.
-async fn every_etcd_arg(pods: &Api<Pod>, arg: &str) -> TestResult<bool> {
+/// Whether the etcd container of every member Pod passes `check`.
+async fn every_etcd(pods: &Api<Pod>, check: impl Fn(&Container) -> bool) -> TestResult<bool> {
     let list = pods.list(&ListParams::default()).await?.items;
     Ok(list.len() == 3
         && list.iter().all(|pod| {
@@ -394,7 +407,7 @@ async fn every_etcd_arg(pods: &Api<Pod>, arg: &str) -> TestResult<bool> {
                 spec.containers
                     .iter()
                     .filter(|c| c.name == "etcd")
-                    .any(|c| c.args.iter().flatten().any(|a| a == arg))
+                    .any(&check)
             })
         }))
 }

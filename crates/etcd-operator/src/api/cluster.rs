@@ -103,6 +103,16 @@ pub struct EtcdClusterSpec {
     #[x_kube(validation = version::one_minor_step())]
     pub version: String,
 
+    /// The etcd container image, when not the official image of `version`
+    /// (`registry.k8s.io/etcd:<version>-0`): a mirror or a private
+    /// registry. It must run the release `version` names: the operator
+    /// applies etcd's upgrade and downgrade rules to `version`, never reads
+    /// the release from the image. A change rolls like any other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = rules::rule("!self.matches('\\\\s')", "image must not contain white space"))]
+    pub image: Option<String>,
+
     /// Persistent storage of each member's data directory.
     #[serde(default)]
     pub storage: StorageSpec,
@@ -172,6 +182,7 @@ impl Default for EtcdClusterSpec {
         Self {
             replicas: default_replicas(),
             version: default_version(),
+            image: None,
             storage: StorageSpec::default(),
             pod: MemberPodTemplate::default(),
             etcd: EtcdTuning::default(),

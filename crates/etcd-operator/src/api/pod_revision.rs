@@ -87,6 +87,7 @@ pub fn template_hash(spec: &EtcdClusterSpec) -> String {
     let inputs = serde_json::json!({
         "shape": POD_SHAPE,
         "version": spec.version,
+        "image": spec.image,
         "etcd": spec.etcd,
         "pod": pod,
     });
@@ -130,7 +131,9 @@ mod tests {
         tuning.etcd.snapshot_count = 5000;
         let mut pod = base.clone();
         pod.pod.priority_class_name = Some("high".to_string());
-        for changed in [&version, &tuning, &pod] {
+        let mut image = base.clone();
+        image.image = Some("mirror.example/etcd:3.6.16-0".to_string());
+        for changed in [&version, &tuning, &pod, &image] {
             assert_ne!(template_hash(changed), hash);
         }
 

@@ -393,7 +393,9 @@ fn to_step(
 fn with_release(cluster: &EtcdCluster, release: Option<&str>) -> EtcdCluster {
     let mut cluster = cluster.clone();
     if let Some(release) = release {
+        // The image the spec names runs the spec's release, not this one.
         cluster.spec.version = release.to_string();
+        cluster.spec.image = None;
     }
     cluster
 }

@@ -419,7 +419,13 @@ pub fn member_pod_with(
     };
     let etcd = Container {
         name: "etcd".to_string(),
-        image: Some(version::image(&cluster.spec.version)),
+        image: Some(
+            cluster
+                .spec
+                .image
+                .clone()
+                .unwrap_or_else(|| version::image(&cluster.spec.version)),
+        ),
         command: Some(vec![GUARD_BINARY.to_string()]),
         args: Some(etcd_command),
         termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.to_string()),
