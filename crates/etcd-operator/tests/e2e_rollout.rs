@@ -80,7 +80,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
     outcome?;
     let watch = watch.lock().await;
     eprintln!(
-        "watcher: {} polls, at most {} member Pod(s) not Ready at once",
+        "watcher: {} polls, at most {} member Pod(s) not Ready at once outside the node stop",
         watch.polls, watch.most_down
     );
     if let Some(violation) = &watch.violation {
@@ -434,7 +434,9 @@ async fn watch_pods(pods: Api<Pod>, stop: Arc<AtomicBool>, watch: Arc<Mutex<Watc
             let down = 3usize.saturating_sub(ready);
             let mut w = watch.lock().await;
             w.polls += 1;
-            w.most_down = w.most_down.max(down);
+            if !w.node_stopped {
+                w.most_down = w.most_down.max(down);
+            }
             let two = down >= 2 && !w.node_stopped;
             if two && two_before && w.violation.is_none() {
                 w.violation = Some(format!(
