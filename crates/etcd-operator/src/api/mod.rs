@@ -38,7 +38,7 @@ pub use pod_template::MemberPodTemplate;
 pub use recovery::{RecoveryPolicy, RecoverySource, RecoverySpec};
 pub use status::{
     ConditionType, EtcdClusterStatus, LastOperation, MemberRole, MemberStatus, OperationState,
-    Phase, RestoreStatus,
+    Phase, RestoreStatus, RolloutStatus,
 };
 pub use storage::{RetentionPolicy, StorageSpec};
 pub use tuning::{AutoCompactionMode, EtcdTuning};

@@ -81,6 +81,24 @@ pub struct EtcdClusterStatus {
     /// so that it is carried through to the end after an operator restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreStatus>,
+
+    /// The member whose Pod the rollout replaced last, until it is back:
+    /// healthy, Ready and on the current template. Meanwhile it is counted
+    /// as a change in progress, not as a degraded member (for
+    /// `ROLLOUT_STALL`, 2 minutes; then the rollout is halted and it is
+    /// degraded like any other member).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// The member the rollout is replacing.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The member, e.g. `durable-1`.
+    pub member: String,
+    /// When its Pod was deleted to be replaced.
+    pub started: Time,
 }
 
 /// A restore into a new incarnation, from a surviving member or a backup.

@@ -157,9 +157,16 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
             && crate::addressing::ordinal_of_member(&o.name, &m.name)
                 .is_some_and(|ordinal| ordinal >= cx.replicas)
     };
+    let rollout = rollout_status(cx, step);
+    let being_replaced = |m: &MemberStatus| {
+        rollout.as_ref().is_some_and(|r| {
+            r.member == m.name
+                && cx.o.now.duration_since(r.started.0) < super::rollout::ROLLOUT_STALL
+        })
+    };
     let degraded: Vec<String> = members
         .iter()
-        .filter(|m| !kept_after_scale_down(m))
+        .filter(|m| !kept_after_scale_down(m) && !being_replaced(m))
         .filter(|m| !(m.healthy && m.role.is_some()) || m.message.is_some())
         .map(|m| {
             format!(
@@ -266,7 +273,29 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         conditions,
         last_operation,
         restore,
+        rollout,
     }
+}
+
+/// The member the rollout replaces: recorded by the pass that deletes its
+/// Pod, kept until it is back (healthy, Ready, on the current template).
+fn rollout_status(cx: &Context<'_>, step: &Step) -> Option<crate::api::RolloutStatus> {
+    if let Step::Act(crate::planner::Action::RollMember { ordinal, .. }) = step {
+        return Some(crate::api::RolloutStatus {
+            member: member_name(&cx.o.name, *ordinal),
+            started: Time(cx.o.now),
+        });
+    }
+    let previous = cx.o.status.rollout.clone()?;
+    let ordinal = crate::addressing::ordinal_of_member(&cx.o.name, &previous.member)?;
+    let back = super::rollout::up_to_date(cx, ordinal)
+        && cx
+            .o
+            .objects(ordinal)
+            .pod
+            .is_some_and(|p| p.ready && !p.deleting)
+        && cx.membership.of_ordinal(ordinal).is_some_and(|m| m.healthy);
+    (!back).then_some(previous)
 }
 
 /// The releases the members run, and the spec's when a member runs

@@ -157,6 +157,30 @@ fn status_tells_how_far_a_rollout_is_and_what_runs() {
 }
 
 #[test]
+fn a_member_replaced_by_the_rollout_is_progress_not_degradation() {
+    let mut sim = formed(3);
+    let start = sim.actions.len();
+    sim.spec.version = "3.7.3".to_string();
+    let mut saw_replacing = false;
+    for _ in 0..60 {
+        sim.reconcile();
+        sim.advance(1);
+        if sim.status.rollout.is_some() {
+            saw_replacing = true;
+            let (degraded, _, message) = condition(&sim, ConditionType::Degraded);
+            assert!(!degraded, "a planned replacement pages nobody: {message}");
+            assert_eq!(sim.status.phase, Some(crate::api::Phase::Progressing));
+        }
+    }
+    assert!(saw_replacing);
+    assert_eq!(rolled(&rollout_actions(&sim, start)).len(), 3);
+    assert_eq!(
+        sim.status.rollout, None,
+        "cleared once every member is back"
+    );
+}
+
+#[test]
 fn one_member_at_a_time_and_none_while_another_is_down() {
     let mut sim = formed(5);
     let start = sim.actions.len();
@@ -225,6 +249,8 @@ fn a_member_that_does_not_come_back_halts_the_rollout_and_a_revert_repairs_it() 
     assert!(!progressing, "{reason}");
     assert_eq!(reason, "RolloutHalted", "{message}");
     assert!(message.contains(&format!("demo-{}", order[0])), "{message}");
+    let (degraded, _, _) = condition(&sim, ConditionType::Degraded);
+    assert!(degraded, "a member that does not come back is degraded");
     assert!(sim.status.is_true(ConditionType::Available));
     // The previous template is not put back by itself...
     assert!(sim.pods.values().any(|p| p.version == "3.7.3"));
