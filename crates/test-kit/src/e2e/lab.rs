@@ -22,6 +22,7 @@ pub async fn reuse_or_start(own_dir: &str, operator: &Path) -> TestResult<(Lab, 
         if let Ok(lab) = Lab::open(dir)
             && lab.status().await.is_healthy()
         {
+            refuse_a_lab_with_an_installed_operator(&lab).await?;
             eprintln!("reusing the lab at {}", lab.paths().root().display());
             return Ok((lab, false));
         }
@@ -47,4 +48,27 @@ pub async fn reuse_or_start(own_dir: &str, operator: &Path) -> TestResult<(Lab, 
     let lab = Lab::up(options).await?;
     eprintln!("lab up in {:?}", started.elapsed());
     Ok((lab, true))
+}
+
+/// The namespace `kubectl apply -k deploy/` installs the operator in.
+const INSTALLED_OPERATOR_NAMESPACE: &str = "etcd-operator-system";
+
+/// A lab that runs the operator as installed from `deploy/` (as `make demo`
+/// leaves it) is not reused: that operator watches every namespace and
+/// would act on the test's clusters beside the operator under test.
+async fn refuse_a_lab_with_an_installed_operator(lab: &Lab) -> TestResult {
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(lab.kube_client().await?);
+    if namespaces
+        .get_opt(INSTALLED_OPERATOR_NAMESPACE)
+        .await?
+        .is_some()
+    {
+        return Err(format!(
+            "the lab at {} runs the operator installed from deploy/ (namespace {INSTALLED_OPERATOR_NAMESPACE}), which would act on the test's clusters too: take it down first (`etcd-lab down`)",
+            lab.paths().root().display()
+        )
+        .into());
+    }
+    Ok(())
 }
