@@ -1,17 +1,83 @@
 #!/usr/bin/env bash
 # Writes docs/benchmarks.md (to stdout) from the figures of the benches in
-# DIR (lab.json, operator.json, replacement.json, backup.json). Used by
-# scripts/bench.sh.
+# DIR (lab.json, operator.json, replacement.json, backup.json, rollout.json).
+# Used by scripts/bench.sh. A bench with no figures in DIR gets a section
+# that says so; with PREVIOUS, an earlier report (such as
+# `<(git show HEAD:docs/benchmarks.md)` after running one bench alone), it
+# keeps that report's section instead, marked with that report's date and
+# commit.
 set -euo pipefail
 dir=${1:-target/bench}
-lab=$dir/lab.json
-op=$dir/operator.json
-[ -f "$lab" ] || echo '{"error":"lab_footprint did not write its figures"}' >"$lab"
-[ -f "$op" ] || echo '{"error":"the operator bench did not write its figures"}' >"$op"
-rep=$dir/replacement.json
-[ -f "$rep" ] || echo '{"error":"the replacement bench did not write its figures"}' >"$rep"
-bk=$dir/backup.json
-[ -f "$bk" ] || echo '{"error":"the backup bench did not write its figures"}' >"$bk"
+previous=${2:-}
+stand_ins=$(mktemp -d)
+trap 'rm -rf "$stand_ins"' EXIT
+previous_text=""
+[ -z "$previous" ] || previous_text=$(cat "$previous")
+
+# The body of section HEADING (a "## " line) of the previous report, without
+# its heading and the blank lines around it; nothing when it has none.
+previous_section() {
+	printf '%s\n' "$previous_text" | awk -v heading="$1" '
+		$0 == heading { inside = 1; next }
+		inside && /^## / { exit }
+		inside { lines[++n] = $0 }
+		END {
+			first = 1; while (first <= n && lines[first] == "") first++
+			last = n; while (last >= first && lines[last] == "") last--
+			for (i = first; i <= last; i++) print lines[i]
+		}'
+}
+
+# The path of NAME.json in DIR, or of a stand-in holding ERROR when the
+# bench wrote none.
+figures() {
+	local name=$1 error=$2
+	if [ -f "$dir/$name.json" ]; then
+		echo "$dir/$name.json"
+		return
+	fi
+	printf '{"error":"%s"}\n' "$error" >"$stand_ins/$name.json"
+	echo "$stand_ins/$name.json"
+}
+# Whether the previous report has section HEADING.
+kept() {
+	[ -n "$previous_text" ] && [ -n "$(previous_section "$1")" ]
+}
+lab=$(figures lab "lab_footprint did not write its figures")
+op=$(figures operator "the operator bench did not write its figures")
+rep=$(figures replacement "the replacement bench did not write its figures")
+bk=$(figures backup "the backup bench did not write its figures")
+roll=$(figures rollout "the rollout bench did not write its figures")
+
+# Prints section HEADING with FUNCTION's body when the bench of FILE wrote
+# its figures; else the previous report's body, noted as such, when it has
+# one; else that it was not measured.
+section() {
+	local heading=$1 file=$2 body=$3
+	printf '\n%s\n\n' "$heading"
+	if [[ $file != "$stand_ins"/* ]]; then
+		"$body"
+	elif kept "$heading"; then
+		local text
+		text=$(previous_section "$heading")
+		# A section kept before already says from when.
+		# The report's runs per median, for a section that does not say its own.
+		if [[ $text != "Not measured in this run:"* ]]; then
+			local runs_note=""
+			[[ $text == *"Runs per median:"* ]] ||
+				runs_note="; runs per median: $(previous_field 'Runs per median' | cut -d' ' -f1)"
+			printf 'Not measured in this run: kept from the report of %s (commit %s; %s%s).\n\n' \
+				"$(previous_field Date)" "$(previous_field Commit)" "$(previous_field Machine)" "$runs_note"
+		fi
+		printf '%s\n' "$text"
+	else
+		printf 'Not measured: %s.\n' "$(jq -r .error "$file")"
+	fi
+}
+# Field "- NAME: value" of the previous report's header.
+previous_field() {
+	printf '%s\n' "$previous_text" | awk -v name="- $1: " 'index($0, name) == 1 { print substr($0, length(name) + 1); exit }'
+}
 
 # jq expression on FILE, "n/a" when null or missing.
 q() { jq -r "($2) // \"n/a\"" "$1"; }
@@ -34,24 +100,30 @@ replacement_rows() {
 		(.sizes // [])[] | '"$1" "$rep"
 }
 
+# The rows of the rollout bench, one per cluster size, from the jq string
+# expression $1 (with the helpers of replacement_rows, and per_run: the
+# pairs of two lists joined as "a of b").
+rollout_rows() {
+	jq -r '
+		def s1: if . == null then "n/a" else ((. * 10 | round) / 10 | tostring) end;
+		def s2: if . == null then "n/a" else ((. * 100 | round) / 100 | tostring) end;
+		def samples1: (. // []) | map(s1) | join(", ");
+		def samples2: (. // []) | map(s2) | join(", ");
+		def list: (. // []) | map(tostring) | join(", ");
+		def per_run($a; $b): [$a // [], $b // []] | transpose | map("\(.[0]) of \(.[1])") | join(", ");
+		def goal: if . == null then "n/a" elif . then "yes" else "no" end;
+		(.sizes // [])[] | '"$1" "$roll"
+}
+
 commit=$(git rev-parse --short HEAD)
 git diff --quiet HEAD -- crates tools Cargo.toml Cargo.lock || commit="$commit (with uncommitted changes)"
 memory=$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 cpu=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
-runs=$(q "$op" .runs)
+runs=$(jq -rs 'map(.runs // empty) | first // "n/a"' "$op" "$rep" "$roll")
 
-cat <<DOC
-# Benchmarks
-
-Generated by \`make bench\` (scripts/bench.sh); do not edit by hand.
-Speed and memory are measured here, not asserted in timed tests.
-
-- Date: $(date -u +%Y-%m-%dT%H:%MZ)
-- Machine: $(nproc) cores ($cpu), $memory memory
-- Commit: $commit
-- Runs per median: $runs (\`BENCH_RUNS\`)
-
-## Operator
+operator_section() {
+	cat <<DOC
+Runs per median: $(q "$op" .runs).
 
 | figure | median | runs |
 | --- | --- | --- |
@@ -70,9 +142,11 @@ Idle with $(q "$op" .idle.clusters) clusters of $(q "$op" .idle.members_per_clus
 | API requests per minute | $(s1 "$op" .idle.requests_per_minute) |
 | requests in the window by verb | $(jq -r '(.idle.requests_by_verb // {}) | to_entries | map("\(.key) \(.value)") | join(", ")' "$op") |
 | of which watches started | $(q "$op" .idle.watch_requests) |
+DOC
+}
 
-## Member replacement
-
+replacement_section() {
+	cat <<DOC
 A member whose data is gone (its volume wiped) replaced by the operator,
 beside etcd's own snapshot transfer of the same database, measured in the
 same run. Runs per median: $(q "$rep" .runs).
@@ -87,9 +161,41 @@ from the add (medians; snapshots sent per run):
 | database | operator: old member removed | learner added | data applied | serving clients | promoted | etcd alone: data applied | serving clients (runs) | snapshots sent (operator; etcd alone) | load average, start-end (operator; etcd alone) |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 $(replacement_rows '"| \(.size_mib) MiB | \(.operator.old_member_removed.median_s | s1) s | \(.operator.learner_added.median_s | s1) s | \(.operator.applied.median_s | s1) s | \(.operator.serving.median_s | s1) s | \(.operator.voter.median_s | s1) s | \(.etcd.applied.median_s | s2) s | \(.etcd.serving.median_s | s2) s (\(.etcd.serving.samples_s | samples2)) | \(.operator.snapshots_sent // [] | map(tostring) | join(", ")); \(.etcd.snapshots_sent // [] | map(tostring) | join(", ")) | \(.operator.load_average | span); \(.etcd.load_average | span) |"')
+DOC
+}
 
-## Backups
+rollout_section() {
+	cat <<DOC
+An upgrade of etcd from $(q "$roll" .from_version) to $(q "$roll" .to_version) done by the operator
+under a client load (one put every $(q "$roll" .write_interval_ms) ms, $(q "$roll" .request_timeout_ms) ms per request), beside what
+the same load sees in etcd's own leader election and in the same upgrade
+done by hand on etcd processes, measured in the same run. The goal: no gap
+between two acknowledged writes longer than one election timeout
+($(q "$roll" .election_timeout_ms) ms) plus a second, $(q "$roll" .goal_s) s. Runs per median: $(q "$roll" .runs).
 
+| members | operator: longest gap between acknowledged writes | runs | etcd alone, leader killed | runs | etcd alone, upgrade by hand | runs | ratio to the election | ratio to by hand | every operator run within the goal |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+$(rollout_rows '"| \(.members) | \(.operator.longest_gap.median_s | s2) s | \(.operator.longest_gap.samples_s | samples2) | \(.etcd_election.longest_gap.median_s | s2) s | \(.etcd_election.longest_gap.samples_s | samples2) | \(.etcd_by_hand.longest_gap.median_s | s2) s | \(.etcd_by_hand.longest_gap.samples_s | samples2) | \(.ratio_gap_over_election_gap | s2) | \(.ratio_gap_over_by_hand_gap | s2) | \(.goal_met | goal) |"')
+
+Requests and time (per run; lost: acknowledged writes missing when read
+back afterwards):
+
+| members | operator: patch to every member on the new release and Available | failed requests | lost | etcd alone, leader killed: new leader elected | first write acknowledged | failed requests | lost | etcd alone, upgrade by hand | failed requests | lost |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+$(rollout_rows '"| \(.members) | \(.operator.rollout.median_s | s1) s (\(.operator.rollout.samples_s | samples1)) | \(per_run(.operator.failed; .operator.attempted)) | \(.operator.lost | list) | \(.etcd_election.elected.median_s | s2) s (\(.etcd_election.elected.samples_s | samples2)) | \(.etcd_election.first_write.median_s | s2) s | \(per_run(.etcd_election.failed; [.etcd_election.runs // [] | .[].attempted])) | \(.etcd_election.lost | list) | \(.etcd_by_hand.rollout.median_s | s1) s (\(.etcd_by_hand.rollout.samples_s | samples1)) | \(per_run(.etcd_by_hand.failed; [.etcd_by_hand.runs // [] | .[].attempted])) | \(.etcd_by_hand.lost | list) |"')
+
+Where the time goes: a member's old Pod going to its new Pod Ready (median
+over the members of every run; then the medians of its steps, from the
+times the new Pod reports, in whole seconds), and per run the longest gap,
+when it began (seconds after the patch) and what the bench saw from a
+second before it to its end:
+
+$(rollout_rows '"- \(.members) members: a member down \(.operator.member_down.median_s | s1) s (\(.operator.member_down.samples_s | samples1)): its new Pod created \(.operator.member_steps.recreated.median_s | s1) s after the old one was seen going, initialized (`member-guard` done) \(.operator.member_steps.initialized.median_s | s1) s later, etcd started \(.operator.member_steps.etcd_started.median_s | s1) s later, Ready \(.operator.member_steps.ready.median_s | s1) s later.\n" + ((.operator.runs // []) | to_entries | map("  - run \(.key + 1): \(.value.longest_gap_s | s2) s from \(.value.longest_gap_from_s | s1) s; " + ((.value.during_longest_gap // []) | map("\(.[0] | s1) s \(.[1])") | join("; ") | if . == "" then "nothing seen" else . end)) | join("\n"))')
+DOC
+}
+
+backup_section() {
+	cat <<DOC
 Full backups and restores of a $(q "$bk" .db_target_mib) MiB database (3 etcd
 members of the pinned 3.6 set on loopback, db $(jq -r '(.db.db_size_mib_per_member // []) | map(round | tostring) | join("/")' "$bk") MiB
 on the members; 1 MiB values, half random bytes, half text records), beside
@@ -117,9 +223,11 @@ $(jq -r '
 	def s2: if . == null then "n/a" else ((. * 100 | round) / 100 | tostring) end;
 	(.rpo // [])[] | if .error then "| \(.error) | | | | | | |" else
 	"| \(.interval_s) s | \(.achieved_writes_per_s | round) (\(.target_writes_per_s)) | \(.durable_lag_s.median | s2) s | \(.durable_lag_s.p99 | s2) s | \(.rpo_s | s2) s | \(.segments) | \(.segments_stored_mib | s2) MiB (\(.segments_encoded_mib | s2) MiB) |" end' "$bk")
+DOC
+}
 
-## Lab
-
+lab_section() {
+	cat <<DOC
 | figure | value |
 | --- | --- |
 | \`etcd-lab up\` to 3 Ready nodes (release build, binaries built) | $(s1 "$lab" .up_s) s |
@@ -127,8 +235,35 @@ $(jq -r '
 | idle 3-node lab memory (sum of RSS) | $(q "$lab" .idle_rss_mib) MiB in $(q "$lab" .idle_processes) processes |
 | cold build of the upstream sets | $(jq -r '(.cold_build_s // {}) | to_entries | map("\(.key) \(.value // "unknown") s") | join(", ")' "$lab") |
 DOC
+}
 
-errors=$(jq -rs '[.[] | .. | objects | .error? // empty] | join("; ")' "$lab" "$op" "$rep" "$bk")
+cat <<DOC
+# Benchmarks
+
+Generated by \`make bench\` (scripts/bench.sh); do not edit by hand.
+Speed and memory are measured here, not asserted in timed tests.
+
+- Date: $(date -u +%Y-%m-%dT%H:%MZ)
+- Machine: $(nproc) cores ($cpu), $memory memory
+- Commit: $commit
+- Runs per median: $runs (\`BENCH_RUNS\`)
+DOC
+
+section "## Operator" "$op" operator_section
+section "## Member replacement" "$rep" replacement_section
+section "## Rolling upgrade" "$roll" rollout_section
+section "## Backups" "$bk" backup_section
+section "## Lab" "$lab" lab_section
+
+# Errors of the benches of this run (not of the sections kept).
+measured=()
+for pair in "$op|## Operator" "$rep|## Member replacement" "$roll|## Rolling upgrade" "$bk|## Backups" "$lab|## Lab"; do
+	file=${pair%%|*}
+	if [[ $file != "$stand_ins"/* ]] || ! kept "${pair#*|}"; then
+		measured+=("$file")
+	fi
+done
+errors=$(jq -rs '[.[] | .. | objects | .error? // empty] | join("; ")' "${measured[@]}")
 if [ -n "$errors" ]; then
 	printf '\nFailed in this run: %s\n' "$errors"
 fi
@@ -145,11 +280,18 @@ BENCH_RUNS=5 make bench
 As root, like the lab. Each bench holds the lab test lock
 (`/run/etcd-lab-tests.lock`), so it waits for lab tests of other users and
 they wait for it. The raw figures stay in `target/bench/lab.json`,
-`target/bench/operator.json` and `target/bench/replacement.json`;
+`target/bench/operator.json`, `target/bench/replacement.json`,
+`target/bench/rollout.json` and `target/bench/backup.json`;
 `bash scripts/bench-report.sh` rewrites this file from them. Not part of CI.
+After running one bench alone, `bash scripts/bench-report.sh target/bench
+<(git show HEAD:docs/benchmarks.md) >docs/benchmarks.md` keeps the sections
+of the benches not run from the committed report, each marked with the date
+and commit it was measured at.
 `BENCH_REPLACEMENT_SIZES_MIB` (default `100,1024`) sets the database sizes
 of the replacement bench; `cargo bench -p etcd-operator --bench replacement`
 runs it alone (about 10 minutes on 2 cores).
+`cargo bench -p etcd-operator --bench rollout` runs the rolling upgrade
+bench alone; `BENCH_ROLLOUT_MEMBERS` (default `3,5`) sets its cluster sizes.
 `cargo bench -p etcd-operator --bench backup` runs the backup bench alone
 (no lab, no lock, `target/bench/backup.json`); `BENCH_BACKUP_DB_MIB`
 (default 512), `BENCH_BACKUP_INTERVALS_S` (default `5,20`),
@@ -220,6 +362,40 @@ runs it alone (about 10 minutes on 2 cores).
   applying a snapshot does not move the applied index that its "too many
   requests" check reads, so its proposals, the publishing of its name
   included, fail until it applies a new entry.
+- **Rolling upgrade** (`crates/etcd-operator/benches/rollout.rs`): per run
+  a fresh `EtcdCluster` (`lab-network` volumes) created on 3.6.16 and
+  Available; a client load starts: one put of a new key every 10 ms, each
+  sent in its own task whatever became of the earlier ones, failing after
+  1 s, through one etcd client balanced over the member Pods' IPs; every
+  250 ms the client is given the Ready member Pods not being deleted (as a
+  Service's endpoints follow them). After 3 s `spec.version` is patched to
+  3.7.3; the **time** runs until the status shows version 3.7.3, every
+  member updated and ready, and `Available` (polled every 200 ms). The load
+  runs 3 s more. The **longest gap** is the longest time between two
+  acknowledged writes in a row over the whole load (its start counts as the
+  first); **failed requests** are those that answered an error or timed
+  out; afterwards every acknowledged key is read back (linearizable) and
+  any missing or changed is **lost**. The operator rolls one member at a
+  time, followers first, the leader last after moving leadership away
+  (etcd's MoveLeader), each once every voter has been healthy for 5 s
+  (etcd's health interval), is caught up and has its Pod Ready. The bench notes when it first saw each old Pod going and each
+  new Pod Ready, the operator's last operation and the leader in status:
+  what it saw during each run's longest gap is listed under the tables.
+- **etcd alone** (rollout): as many etcd 3.6.16 processes on loopback, with
+  the operator's heartbeat (100 ms) and election timeout (1 s), a fresh
+  cluster per run, the same load through a client on every member. **Leader
+  killed**: after 3 s the leader is SIGKILLed; **new leader elected** is when
+  a survivor (each asked every 10 ms) first reports another leader, **first
+  write** when the first write after the kill is acknowledged; the load runs
+  3 s after the election. **Upgrade by hand**: after 3 s each follower in
+  turn is stopped cleanly (SIGTERM) and started again on its data with the
+  3.7.3 binary, the next one once it serves and is within 1,000 entries of
+  the leader's applied index; then leadership is moved to an upgraded member
+  and the old leader upgraded the same way; the client drops a member's
+  endpoint before it stops and gets it back once it serves, as the lab side
+  follows Ready Pods. The **ratios** are the operator's median longest gap
+  over these medians: the cost of the Pod and readiness machinery over what
+  etcd's own election and a bare process restart cost clients.
 - **Backups** (`crates/etcd-operator/benches/backup.rs`): 3 etcd members
   of the pinned 3.6 set on loopback (backend quota 8 GiB), filled with 1 MiB
   values: every other one random bytes, which zstd cannot shrink (encrypted

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 out=target/bench
 mkdir -p "$out"
-rm -f "$out/lab.json" "$out/operator.json" "$out/replacement.json" "$out/backup.json"
+rm -f "$out/lab.json" "$out/operator.json" "$out/replacement.json" "$out/backup.json" "$out/rollout.json"
 failed=0
 
 printf '\n=== lab footprint\n'
@@ -16,6 +16,8 @@ printf '\n=== operator on the lab\n'
 cargo bench -p etcd-operator --locked --bench operator || failed=1
 printf '\n=== member replacement beside etcd alone\n'
 cargo bench -p etcd-operator --locked --bench replacement || failed=1
+printf '\n=== rolling upgrade under load beside etcd alone\n'
+cargo bench -p etcd-operator --locked --bench rollout || failed=1
 printf '\n=== backups beside etcdctl and etcdutl, RPO under load\n'
 cargo bench -p etcd-operator --locked --bench backup || failed=1
 
