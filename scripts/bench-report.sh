@@ -61,10 +61,11 @@ section() {
 		local text
 		text=$(previous_section "$heading")
 		# A section kept before already says from when.
-		# The report's runs per median, for a section that does not say its own.
+		# The report's runs per median, for a section of medians that does
+		# not say its own.
 		if [[ $text != "Not measured in this run:"* ]]; then
 			local runs_note=""
-			[[ $text == *"Runs per median:"* ]] ||
+			[[ $text == *"Runs per median:"* || $text != *median* ]] ||
 				runs_note="; runs per median: $(previous_field 'Runs per median' | cut -d' ' -f1)"
 			printf 'Not measured in this run: kept from the report of %s (commit %s; %s%s).\n\n' \
 				"$(previous_field Date)" "$(previous_field Commit)" "$(previous_field Machine)" "$runs_note"
@@ -177,6 +178,10 @@ between two acknowledged writes longer than one election timeout
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 $(rollout_rows '"| \(.members) | \(.operator.longest_gap.median_s | s2) s | \(.operator.longest_gap.samples_s | samples2) | \(.etcd_election.longest_gap.median_s | s2) s | \(.etcd_election.longest_gap.samples_s | samples2) | \(.etcd_by_hand.longest_gap.median_s | s2) s | \(.etcd_by_hand.longest_gap.samples_s | samples2) | \(.ratio_gap_over_election_gap | s2) | \(.ratio_gap_over_by_hand_gap | s2) | \(.goal_met | goal) |"')
 
+Load average (1 min) at the start and end of the operator's runs, on
+$(nproc) cores (above the number of cores, other work competed for the CPU):
+$(rollout_rows '"\(.members) members \((.operator.load_average // []) | map(tostring) | join("-"))"' | paste -sd';' | sed 's/;/; /g').
+
 Requests and time (per run; lost: acknowledged writes missing when read
 back afterwards):
 
@@ -190,7 +195,7 @@ times the new Pod reports, in whole seconds), and per run the longest gap,
 when it began (seconds after the patch) and what the bench saw from a
 second before it to its end:
 
-$(rollout_rows '"- \(.members) members: a member down \(.operator.member_down.median_s | s1) s (\(.operator.member_down.samples_s | samples1)): its new Pod created \(.operator.member_steps.recreated.median_s | s1) s after the old one was seen going, initialized (`member-guard` done) \(.operator.member_steps.initialized.median_s | s1) s later, etcd started \(.operator.member_steps.etcd_started.median_s | s1) s later, Ready \(.operator.member_steps.ready.median_s | s1) s later.\n" + ((.operator.runs // []) | to_entries | map("  - run \(.key + 1): \(.value.longest_gap_s | s2) s from \(.value.longest_gap_from_s | s1) s; " + ((.value.during_longest_gap // []) | map("\(.[0] | s1) s \(.[1])") | join("; ") | if . == "" then "nothing seen" else . end)) | join("\n"))')
+$(rollout_rows '"- \(.members) members: a member down \(.operator.member_down.median_s | s1) s (max \(.operator.member_down.samples_s | max | s1) s): its new Pod created \(.operator.member_steps.recreated.median_s | s1) s after the old one was seen going, initialized (`member-guard` done) \(.operator.member_steps.initialized.median_s | s1) s later, etcd started \(.operator.member_steps.etcd_started.median_s | s1) s later, Ready \(.operator.member_steps.ready.median_s | s1) s later (max \(.operator.member_steps.ready.samples_s | max | s1) s).\n" + ((.operator.runs // []) | to_entries | map("  - run \(.key + 1): \(.value.longest_gap_s | s2) s from \(.value.longest_gap_from_s | s1) s; " + ((.value.during_longest_gap // []) | map("\(.[0] | s1) s \(.[1] | if length > 100 then .[0:100] + "…" else . end)") | join("; ") | if . == "" then "nothing seen" else . end)) | join("\n"))')
 DOC
 }
 
@@ -291,7 +296,8 @@ and commit it was measured at.
 of the replacement bench; `cargo bench -p etcd-operator --bench replacement`
 runs it alone (about 10 minutes on 2 cores).
 `cargo bench -p etcd-operator --bench rollout` runs the rolling upgrade
-bench alone; `BENCH_ROLLOUT_MEMBERS` (default `3,5`) sets its cluster sizes.
+bench alone (about 10 minutes on 2 cores with 3 runs);
+`BENCH_ROLLOUT_MEMBERS` (default `3,5`) sets its cluster sizes.
 `cargo bench -p etcd-operator --bench backup` runs the backup bench alone
 (no lab, no lock, `target/bench/backup.json`); `BENCH_BACKUP_DB_MIB`
 (default 512), `BENCH_BACKUP_INTERVALS_S` (default `5,20`),
@@ -378,9 +384,14 @@ bench alone; `BENCH_ROLLOUT_MEMBERS` (default `3,5`) sets its cluster sizes.
   any missing or changed is **lost**. The operator rolls one member at a
   time, followers first, the leader last after moving leadership away
   (etcd's MoveLeader), each once every voter has been healthy for 5 s
-  (etcd's health interval), is caught up and has its Pod Ready. The bench notes when it first saw each old Pod going and each
-  new Pod Ready, the operator's last operation and the leader in status:
-  what it saw during each run's longest gap is listed under the tables.
+  (etcd's health interval), is caught up and has its Pod Ready. The bench
+  notes when it first saw each old Pod going and each new Pod Ready, the
+  operator's last operation and the leader in status: what it saw during
+  each run's longest gap is listed under the tables. A new Pod's own times
+  (created, `Initialized`, etcd's container started, `Ready`) split a
+  member's time down; the API gives them in whole seconds. etcd's
+  readiness probe runs every 5 s, so a member whose etcd is not ready at
+  the first probe is Ready 5 s later.
 - **etcd alone** (rollout): as many etcd 3.6.16 processes on loopback, with
   the operator's heartbeat (100 ms) and election timeout (1 s), a fresh
   cluster per run, the same load through a client on every member. **Leader
