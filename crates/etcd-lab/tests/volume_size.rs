@@ -40,6 +40,13 @@ fn volumes_have_their_size_fill_up_and_grow_offline() {
         }
         for class in CLASSES {
             let pod = pod_name(class, 1);
+            // The claim binds once the scheduler has placed its pod.
+            wait_until(
+                &format!("claim {class} bound"),
+                Duration::from_secs(60),
+                || async { lab.volume_dir(NS, class).await.ok().map(|_| ()) },
+            )
+            .await;
             let dir = lab.volume_dir(NS, class).await.expect("volume dir");
             let seen = seen_size(&dir, &pod).await;
             println!("{pod} sees {seen} bytes of 64Mi");
