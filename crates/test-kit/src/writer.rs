@@ -133,8 +133,13 @@ impl Ledger {
 
 /// The client endpoints of the ready, not terminating member Pods.
 pub async fn ready_endpoints(pods: &Api<Pod>) -> TestResult<Vec<String>> {
+    ready_endpoints_of(pods, &ListParams::default()).await
+}
+
+/// [`ready_endpoints`] of the Pods `list` selects.
+pub async fn ready_endpoints_of(pods: &Api<Pod>, list: &ListParams) -> TestResult<Vec<String>> {
     Ok(pods
-        .list(&ListParams::default())
+        .list(list)
         .await?
         .items
         .iter()

@@ -226,14 +226,10 @@ impl Drop for Aborted {
 
 /// Client endpoints (by pod IP) of the Ready member Pods not being deleted.
 async fn ready_endpoints(pods: &Api<Pod>, selector: &str) -> TestResult<BTreeSet<String>> {
-    Ok(pods
-        .list(&ListParams::default().labels(selector))
+    let list = ListParams::default().labels(selector);
+    Ok(test_kit::writer::ready_endpoints_of(pods, &list)
         .await?
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p))
-        .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
-        .map(|ip| format!("http://{ip}:2379"))
+        .into_iter()
         .collect())
 }
 

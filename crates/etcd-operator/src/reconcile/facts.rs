@@ -202,11 +202,7 @@ pub fn pvc_state(pvc: &PersistentVolumeClaim, volume: Option<&PersistentVolume>)
             .annotations()
             .get(RELEASE_DATA_ANNOTATION)
             .is_some_and(|v| v == "true"),
-        requested: pvc
-            .spec
-            .as_ref()
-            .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
-            .and_then(crate::api::quantity::bytes),
+        requested: requested_bytes(pvc),
         capacity: pvc
             .status
             .as_ref()
@@ -221,6 +217,14 @@ pub fn pvc_state(pvc: &PersistentVolumeClaim, volume: Option<&PersistentVolume>)
                     .any(|c| c.type_ == "FileSystemResizePending" && c.status == "True")
             }),
     }
+}
+
+/// The size a PVC asks for (`spec.resources.requests.storage`), in bytes.
+pub fn requested_bytes(pvc: &PersistentVolumeClaim) -> Option<u64> {
+    pvc.spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
+        .and_then(crate::api::quantity::bytes)
 }
 
 /// The planner's view of a member's Pod.

@@ -209,13 +209,9 @@ pub async fn observe(
         .any(|&o| !pods.iter().any(|p| p.name_any() == member_name(&name, o)));
     // The class says whether a grown `storage.size` can be applied.
     let desired_size = crate::api::quantity::bytes(&cluster.spec.storage.size);
-    let volume_to_grow = pvcs.iter().any(|pvc| {
-        pvc.spec
-            .as_ref()
-            .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
-            .and_then(crate::api::quantity::bytes)
-            < desired_size
-    });
+    let volume_to_grow = pvcs
+        .iter()
+        .any(|pvc| super::facts::requested_bytes(pvc) < desired_size);
     let storage = if pod_may_be_created || volume_to_grow {
         storage_facts(client, cluster.spec.storage.storage_class_name.as_deref()).await?
     } else {

@@ -51,6 +51,19 @@ fn rolled(actions: &[Action]) -> Vec<u32> {
         .collect()
 }
 
+/// Reconciles second by second until the rollout has replaced its first
+/// member; returns its ordinal.
+fn until_first_rolled(sim: &mut Sim, start: usize) -> u32 {
+    for _ in 0..120 {
+        if let Some(first) = rolled(&rollout_actions(sim, start)).first() {
+            return *first;
+        }
+        sim.reconcile();
+        sim.advance(1);
+    }
+    panic!("no member rolled: {:?}", &sim.actions[start..]);
+}
+
 fn all_on_the_spec(sim: &Sim) -> bool {
     let desired = template_hash(&sim.spec);
     sim.pods.len() == usize::try_from(sim.spec.replicas).unwrap_or(0)
@@ -186,11 +199,7 @@ fn one_member_at_a_time_and_none_while_another_is_down() {
     let start = sim.actions.len();
     sim.spec.etcd.snapshot_count = 5000;
     // Roll until the first member is replaced, then stop another's node.
-    while rolled(&rollout_actions(&sim, start)).is_empty() {
-        sim.reconcile();
-        sim.advance(1);
-    }
-    let first = rolled(&rollout_actions(&sim, start))[0];
+    let first = until_first_rolled(&mut sim, start);
     let other = (0..5).find(|o| *o != first).expect("another member");
     let node = sim.node_of(other).expect("node");
     sim.stop_node(&node);
@@ -216,11 +225,7 @@ fn a_member_whose_node_just_stopped_is_not_taken_for_one_that_fails_to_start() {
     let mut sim = formed(3);
     let start = sim.actions.len();
     sim.spec.etcd.snapshot_count = 5000;
-    while rolled(&rollout_actions(&sim, start)).is_empty() {
-        sim.reconcile();
-        sim.advance(1);
-    }
-    let first = rolled(&rollout_actions(&sim, start))[0];
+    let first = until_first_rolled(&mut sim, start);
     let other = (0..3).find(|o| *o != first).expect("another member");
     let node = sim.node_of(other).expect("node");
     sim.stop_node(&node);
@@ -287,10 +292,7 @@ fn a_downgrade_taken_back_midway_is_cancelled_and_rolls_forward_again() {
     let mut sim = formed_at(3, "3.7.3");
     let start = sim.actions.len();
     sim.spec.version = "3.6.16".to_string();
-    while rolled(&rollout_actions(&sim, start)).is_empty() {
-        sim.reconcile();
-        sim.advance(1);
-    }
+    until_first_rolled(&mut sim, start);
     sim.spec.version = "3.7.3".to_string();
     sim.run(120);
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
@@ -364,10 +366,7 @@ fn paused_stops_a_rollout_between_members() {
     let mut sim = formed(3);
     let start = sim.actions.len();
     sim.spec.etcd.heartbeat_interval_ms = 150;
-    while rolled(&rollout_actions(&sim, start)).is_empty() {
-        sim.reconcile();
-        sim.advance(1);
-    }
+    until_first_rolled(&mut sim, start);
     sim.spec.paused = true;
     sim.run(40);
     assert_eq!(rolled(&rollout_actions(&sim, start)).len(), 1);
