@@ -424,7 +424,7 @@ fn pids_in(group: &Path) -> Vec<i32> {
 /// Runs `f` on the files of the volume at `dir`, on a blocking thread: in
 /// place while pods have the volume mounted, else with the volume mounted
 /// for the time of `f`.
-async fn on_volume_files<T: Send + 'static>(
+pub(crate) async fn on_volume_files<T: Send + 'static>(
     dir: &Path,
     f: impl FnOnce(&Path) -> Result<T> + Send + 'static,
 ) -> Result<T> {

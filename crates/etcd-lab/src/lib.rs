@@ -11,6 +11,7 @@ pub mod client;
 pub mod config;
 pub mod controlplane;
 pub mod current;
+pub mod disk_full;
 pub mod error;
 pub mod exec;
 pub mod faults;

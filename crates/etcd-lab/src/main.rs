@@ -69,7 +69,7 @@ enum Command {
     /// Faults of a node: stop, start, reboot, freeze, thaw, partition, heal, delete, add.
     #[command(subcommand)]
     Node(NodeCommand),
-    /// Faults of a volume: wipe, corrupt.
+    /// Faults of a volume: wipe, corrupt, fill, unfill.
     #[command(subcommand)]
     Volume(VolumeCommand),
     /// Faults of a pod: kill.
@@ -152,6 +152,21 @@ enum VolumeCommand {
         #[arg(long)]
         file: Option<String>,
     },
+    /// A full disk: fill the filesystem with `.etcd-lab-fill` at its root
+    /// until only `--leave` bytes are available to non-root writers
+    /// (statvfs `f_bavail`, df's Available).
+    Fill {
+        /// NAMESPACE/PVC
+        claim: String,
+        /// Bytes left available, as a quantity (`0`, `8Mi`, `1G`).
+        #[arg(long, default_value = "0", value_parser = parse_quantity)]
+        leave: u64,
+    },
+    /// Remove the fill file of `volume fill`.
+    Unfill {
+        /// NAMESPACE/PVC
+        claim: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -184,6 +199,17 @@ fn parse_duration(text: &str) -> Result<Duration, InvalidDuration> {
         "h" => Ok(Duration::from_secs(value * 3600)),
         _ => Err(invalid()),
     }
+}
+
+/// A storage quantity on the command line that is not one.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid quantity {0:?} (use bytes or a Kubernetes quantity such as 8Mi)")]
+struct InvalidQuantity(String);
+
+fn parse_quantity(text: &str) -> Result<u64, InvalidQuantity> {
+    let quantity = k8s_openapi::apimachinery::pkg::api::resource::Quantity(text.to_owned());
+    etcd_lab_node::volume::size::storage_bytes(&quantity)
+        .ok_or_else(|| InvalidQuantity(text.to_owned()))
 }
 
 fn split_namespaced(text: &str) -> anyhow::Result<(&str, &str)> {
@@ -335,6 +361,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let lab = Lab::open(Some(lab_dir))?;
             let path = lab.volume_corrupt(namespace, name, file.as_deref()).await?;
             println!("corrupted {}", path.display());
+        }
+        Command::Volume(VolumeCommand::Fill { claim, leave }) => {
+            let (namespace, name) = split_namespaced(&claim)?;
+            let lab = Lab::open(Some(lab_dir))?;
+            println!("filled {}", lab.volume_fill(namespace, name, leave).await?);
+        }
+        Command::Volume(VolumeCommand::Unfill { claim }) => {
+            let (namespace, name) = split_namespaced(&claim)?;
+            let lab = Lab::open(Some(lab_dir))?;
+            println!("unfilled {}", lab.volume_unfill(namespace, name).await?);
         }
         Command::Pod(PodCommand::Kill { pod, container }) => {
             let (namespace, name) = split_namespaced(&pod)?;
