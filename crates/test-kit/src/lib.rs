@@ -8,6 +8,7 @@
 //!   and [`survivor`] (the `MajorityDataLost` condition as a person reads it);
 //! - [`lab_test`] and [`web`]: the lab's own tests (a lab of their own, a
 //!   stateful workload, checks that nothing is left behind);
+//! - [`volume_fill`]: a full disk, a claim's volume filled from outside;
 //! - [`conditions`] and [`poll`]: conditions on objects, and waiting for them;
 //! - [`etcd_process`], [`etcd_data`], [`upstream`], [`loopback`] and
 //!   [`object_store_server`]: real etcd processes and object-store servers
@@ -39,6 +40,7 @@ pub mod restore_pod;
 #[cfg(feature = "operator")]
 pub mod survivor;
 pub mod upstream;
+pub mod volume_fill;
 pub mod web;
 #[cfg(feature = "operator")]
 pub mod writer;
