@@ -8,8 +8,8 @@ use kube::{CustomResource, KubeSchema, core::Duration};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BootstrapSpec, EtcdClusterStatus, EtcdTuning, MemberPodTemplate, RecoverySpec, StorageSpec,
-    pod_rules, rules, version,
+    BootstrapSpec, EtcdClusterStatus, EtcdTuning, MaintenanceSpec, MemberPodTemplate, RecoverySpec,
+    StorageSpec, pod_rules, quantity, rules, tuning, version,
 };
 
 /// Desired state of a durable etcd cluster.
@@ -80,6 +80,7 @@ use super::{
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = rules::rule("has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)", "spec.bootstrap is set at creation only: it cannot be added, changed or removed later"))]
+#[x_kube(validation = quota_fits_volume())]
 pub struct EtcdClusterSpec {
     /// Number of voting members, 1 to 9. Odd counts tolerate the most
     /// failures per member; even counts are accepted and reported in status.
@@ -137,6 +138,11 @@ pub struct EtcdClusterSpec {
     #[serde(default)]
     pub etcd: EtcdTuning,
 
+    /// Routine care: defragmentation on a schedule and when the database
+    /// file is fragmented.
+    #[serde(default)]
+    pub maintenance: MaintenanceSpec,
+
     /// How long a member whose Pod is unready on a NotReady node is waited
     /// for before the operator considers acting (Go duration, e.g. `5m`;
     /// default 5 minutes).
@@ -165,6 +171,22 @@ pub struct EtcdClusterSpec {
     pub bootstrap: Option<BootstrapSpec>,
 }
 
+/// An explicit `etcd.quotaBackendBytes` must leave the volume room for a
+/// defragmentation's copy of the database and etcd's write-ahead log; a
+/// quota stored before this rule existed is kept while unchanged.
+fn quota_fits_volume() -> kube::core::Rule {
+    let reserve = tuning::WAL_RESERVE;
+    rules::rule(
+        format!(
+            "!has(self.etcd) || !has(self.etcd.quotaBackendBytes) || self.etcd.quotaBackendBytes == 0 || !has(self.storage) || !isQuantity(string(self.storage.size)) \
+             || (oldSelf.hasValue() && has(oldSelf.value().etcd) && has(oldSelf.value().etcd.quotaBackendBytes) && oldSelf.value().etcd.quotaBackendBytes == self.etcd.quotaBackendBytes) \
+             || double(self.etcd.quotaBackendBytes) * 2.0 + {reserve}.0 <= quantity(string(self.storage.size)).asApproximateFloat()"
+        ),
+        "etcd.quotaBackendBytes does not fit storage.size: the volume must hold twice the quota (the database and a defragmentation's copy of it) plus 256 MiB for etcd's write-ahead log; lower the quota, grow storage.size, or set it to 0 to derive it from the volume",
+    )
+    .optional_old_self(true)
+}
+
 fn default_replicas() -> i32 {
     3
 }
@@ -186,6 +208,7 @@ impl Default for EtcdClusterSpec {
             storage: StorageSpec::default(),
             pod: MemberPodTemplate::default(),
             etcd: EtcdTuning::default(),
+            maintenance: MaintenanceSpec::default(),
             member_failure_timeout: default_member_failure_timeout(),
             paused: false,
             recovery: RecoverySpec::default(),
@@ -198,6 +221,15 @@ impl EtcdClusterSpec {
     /// `spec.replicas` as an unsigned count (the schema keeps it in 1..=9).
     pub fn replica_count(&self) -> u32 {
         u32::try_from(self.replicas).unwrap_or(0)
+    }
+
+    /// The backend quota the members run with: `etcd.quotaBackendBytes`,
+    /// or when 0, derived from `storage.size`.
+    pub fn quota_backend_bytes(&self) -> i64 {
+        match self.etcd.quota_backend_bytes {
+            0 => tuning::quota_for_volume(quantity::bytes(&self.storage.size).unwrap_or(1 << 30)),
+            explicit => explicit,
+        }
     }
 
     /// `spec.memberFailureTimeout` as a standard duration.

@@ -12,6 +12,7 @@ mod bootstrap;
 mod cluster;
 mod crd;
 pub mod identity;
+mod maintenance;
 pub mod pod_revision;
 mod pod_rules;
 mod pod_template;
@@ -20,7 +21,7 @@ mod recovery;
 pub mod rules;
 mod status;
 mod storage;
-mod tuning;
+pub mod tuning;
 pub mod version;
 
 pub use backup::{
@@ -34,6 +35,7 @@ pub use backup_schedule::{
 pub use bootstrap::{BackupSource, BootstrapSpec};
 pub use cluster::{EtcdCluster, EtcdClusterSpec};
 pub use crd::{CrdError, crd, crd_yaml, crds, crds_yaml};
+pub use maintenance::{DefragSpec, MaintenanceSpec};
 pub use pod_template::MemberPodTemplate;
 pub use recovery::{RecoveryPolicy, RecoverySource, RecoverySpec};
 pub use status::{

@@ -73,10 +73,12 @@ pub const TEMPLATE_HASH_ANNOTATION: &str = "durable-etcd.io/pod-template-hash";
 
 /// Raised when a release of the operator changes the Pods it builds from the
 /// same spec (a new flag, another probe): members then roll to the new shape.
-const POD_SHAPE: u32 = 1;
+/// 2: the `volume-usage` sidecar.
+const POD_SHAPE: u32 = 2;
 
 /// The hash of the Pod template a spec asks for: 16 hex digits over the etcd
-/// version, the etcd tuning and the member Pod template without its labels
+/// version, the etcd tuning (with the quota the Pods run with, so a quota
+/// derived from a grown volume rolls) and the member Pod template without its labels
 /// and annotations. Fields that never reach the Pod (replicas, storage,
 /// recovery, `paused`) and those that change in place are left out, so
 /// changing them rolls nothing.
@@ -84,11 +86,14 @@ pub fn template_hash(spec: &EtcdClusterSpec) -> String {
     let mut pod = spec.pod.clone();
     pod.labels.clear();
     pod.annotations.clear();
+    // The quota the Pods run with, derived from the volume when unset.
+    let mut etcd = spec.etcd.clone();
+    etcd.quota_backend_bytes = spec.quota_backend_bytes();
     let inputs = serde_json::json!({
         "shape": POD_SHAPE,
         "version": spec.version,
         "image": spec.image,
-        "etcd": spec.etcd,
+        "etcd": etcd,
         "pod": pod,
     });
     // serde_json writes struct fields in declaration order and maps in key
@@ -148,8 +153,27 @@ mod tests {
             .insert("note".to_string(), "in place".to_string());
         replicas.replicas = 5;
         replicas.paused = true;
-        replicas.storage.size =
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity("5Gi".to_string());
+        replicas.maintenance.defrag.schedule = Some("@daily".to_string());
         assert_eq!(template_hash(&replicas), hash);
+    }
+
+    #[test]
+    fn a_grown_volume_rolls_only_when_the_quota_is_derived_from_it() {
+        let grown = |mut spec: EtcdClusterSpec| {
+            spec.storage.size =
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("5Gi".to_string());
+            spec
+        };
+        let derived = EtcdClusterSpec::default();
+        assert_ne!(
+            template_hash(&grown(derived.clone())),
+            template_hash(&derived)
+        );
+        let mut explicit = EtcdClusterSpec::default();
+        explicit.etcd.quota_backend_bytes = 256 << 20;
+        assert_eq!(
+            template_hash(&grown(explicit.clone())),
+            template_hash(&explicit)
+        );
     }
 }

@@ -11,7 +11,8 @@ pub const MIN_QUOTA: i64 = 16 * 1024 * 1024;
 /// The largest `etcd.quotaBackendBytes`: 8 GiB, etcd's suggested maximum.
 pub const MAX_QUOTA: i64 = 8 * 1024 * 1024 * 1024;
 
-/// etcd tuning. Defaults are etcd's own.
+/// etcd tuning. Defaults are etcd's own, except the quota (derived from
+/// the volume) and auto-compaction (on).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = kube::core::Rule::new("self.electionTimeoutMs >= 5 * self.heartbeatIntervalMs").message("etcd.electionTimeoutMs must be at least 5 times etcd.heartbeatIntervalMs"))]
@@ -19,18 +20,23 @@ pub const MAX_QUOTA: i64 = 8 * 1024 * 1024 * 1024;
 pub struct EtcdTuning {
     /// Backend quota in bytes (`--quota-backend-bytes`); etcd raises the
     /// NOSPACE alarm beyond it and the cluster only serves reads and
-    /// deletes until a person compacts, defragments and disarms it.
-    /// 2 GiB by default; from 16 MiB to 8 GiB. The floor is a sanity bound,
-    /// not etcd's: etcd takes any value, but the database file counts every
-    /// page, freed ones included, until a defragmentation, so a quota of a
-    /// few KiB (`100` is 100 bytes, most likely a units mistake) makes the
-    /// first writes raise NOSPACE and leaves the cluster read-only. (etcd
-    /// reads 0 as its 2 GiB default, which this field already is.) The
-    /// ceiling: 8 GiB is etcd's documented suggested maximum (etcd warns at
-    /// startup beyond it); snapshots, backups, restores and member
-    /// replacement all grow with the database.
-    #[serde(default = "default_quota")]
-    #[x_kube(validation = rules::rule(format!("self >= {MIN_QUOTA} && self <= {MAX_QUOTA}"), "etcd.quotaBackendBytes must be between 16 MiB (16777216) and 8 GiB (8589934592), etcd's suggested maximum"))]
+    /// deletes until the space is recovered (the operator compacts,
+    /// defragments and disarms, member by member).
+    ///
+    /// `0` (the default): derived from `storage.size` so that the volume
+    /// always has room for the database, a defragmentation's copy of it and
+    /// etcd's write-ahead log: (size − 256 MiB) / 2, from 16 MiB to 8 GiB
+    /// (384 MiB for 1Gi, 3.9 GiB for 8Gi); it grows with the volume.
+    ///
+    /// Otherwise from 16 MiB to 8 GiB, and at most that share of the volume
+    /// (refused otherwise). The floor is a sanity bound, not etcd's: the
+    /// database file counts every page, freed ones included, until a
+    /// defragmentation, so a quota of a few KiB (`100` is 100 bytes, most
+    /// likely a units mistake) makes the first writes raise NOSPACE. The
+    /// ceiling: 8 GiB is etcd's documented suggested maximum; snapshots,
+    /// backups, restores and member replacement all grow with the database.
+    #[serde(default)]
+    #[x_kube(validation = rules::rule(format!("self == 0 || (self >= {MIN_QUOTA} && self <= {MAX_QUOTA})"), "etcd.quotaBackendBytes must be 0 (derived from storage.size) or between 16 MiB (16777216) and 8 GiB (8589934592), etcd's suggested maximum"))]
     pub quota_backend_bytes: i64,
 
     /// How `autoCompactionRetention` is read (`--auto-compaction-mode`).
@@ -39,7 +45,10 @@ pub struct EtcdTuning {
 
     /// Auto-compaction retention (`--auto-compaction-retention`): a duration
     /// such as `1h` in `periodic` mode, a number of revisions in `revision`
-    /// mode; `0` disables auto-compaction.
+    /// mode; `0` disables auto-compaction (history then grows until the
+    /// quota is reached). Default `10m`: ten minutes of history, twice
+    /// what a Kubernetes API server keeps (it compacts every 5 minutes
+    /// itself), enough for a watcher to resume after a short outage.
     #[serde(default = "default_retention")]
     #[schemars(length(max = 64))]
     #[x_kube(validation = rules::rule(format!("self.matches('^[0-9]+$') || self.matches('{}')", rules::GO_DURATION), "etcd.autoCompactionRetention must be a number (hours in periodic mode, revisions in revision mode) or a Go duration such as 1h"))]
@@ -84,12 +93,26 @@ impl AutoCompactionMode {
     }
 }
 
-fn default_quota() -> i64 {
-    2 * 1024 * 1024 * 1024
+/// The part of a member's volume kept for etcd's write-ahead log and
+/// snapshot files (four 64 MiB WAL segments).
+pub const WAL_RESERVE: i64 = 256 * 1024 * 1024;
+
+/// The quota a volume of `volume_bytes` holds with headroom: the database,
+/// a defragmentation's copy of it and [`WAL_RESERVE`], within
+/// [`MIN_QUOTA`]..=[`MAX_QUOTA`].
+pub fn quota_for_volume(volume_bytes: u64) -> i64 {
+    let volume = i64::try_from(volume_bytes).unwrap_or(i64::MAX);
+    (volume.saturating_sub(WAL_RESERVE) / 2).clamp(MIN_QUOTA, MAX_QUOTA)
+}
+
+/// Whether a quota fits a volume with that headroom.
+pub fn quota_fits_volume(quota: i64, volume_bytes: u64) -> bool {
+    let volume = i128::from(volume_bytes);
+    i128::from(quota) * 2 + i128::from(WAL_RESERVE) <= volume
 }
 
 fn default_retention() -> String {
-    "0".to_string()
+    "10m".to_string()
 }
 
 fn default_snapshot_count() -> i64 {
@@ -107,12 +130,33 @@ fn default_election() -> i32 {
 impl Default for EtcdTuning {
     fn default() -> Self {
         Self {
-            quota_backend_bytes: default_quota(),
+            quota_backend_bytes: 0,
             auto_compaction_mode: AutoCompactionMode::default(),
             auto_compaction_retention: default_retention(),
             snapshot_count: default_snapshot_count(),
             heartbeat_interval_ms: default_heartbeat(),
             election_timeout_ms: default_election(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_derived_quota_leaves_room_for_a_defragmentation_and_the_wal() {
+        const MI: u64 = 1 << 20;
+        assert_eq!(quota_for_volume(1024 * MI), 384 << 20);
+        assert_eq!(quota_for_volume(8192 * MI), 3968 << 20);
+        assert_eq!(quota_for_volume(256 * MI), MIN_QUOTA, "the floor");
+        assert_eq!(quota_for_volume(64 * 1024 * MI), MAX_QUOTA, "the ceiling");
+        for volume in [512 * MI, 1024 * MI, 10 * 1024 * MI] {
+            assert!(quota_fits_volume(quota_for_volume(volume), volume));
+        }
+        assert!(
+            !quota_fits_volume(2 << 30, 1024 * MI),
+            "the old 2 GiB default on 1Gi"
+        );
     }
 }
