@@ -3,17 +3,18 @@
 //! is left to unprivileged writers, and emptied again.
 //!
 //! "Available" is what `statvfs` calls `f_bavail` and `df` shows as
-//! *Available*: free blocks less ext4's reserve for root. That is what an
-//! unprivileged process (etcd in a member pod runs as a non-root user) can
-//! still use, so with nothing left its next write that needs a block fails
-//! with `ENOSPC`; root could still write into the reserve.
+//! *Available*: free blocks less the blocks kept for root and ext4's own
+//! reserve for delayed allocation. That is what an unprivileged process
+//! (etcd in a member pod runs as a non-root user) can still use, so with
+//! nothing left its next write that needs a block fails with `ENOSPC`.
+//! Lab volumes are formatted as the kubelet formats them, with no blocks
+//! kept for root (`-m0`), so there root is as full as everyone else.
 //!
 //! The fill file's blocks are allocated with `fallocate`, so they are
 //! really taken (a sparse file would take none). The file is written
 //! through the volume's own mount while pods use the volume (the one
 //! filesystem they share), and with the volume mounted for the time of the
 //! step otherwise, as [`Lab::volume_wipe`] does.
-
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -29,9 +30,9 @@ use crate::lab::Lab;
 /// The fill file, at the root of the volume's filesystem.
 pub const FILL_FILE: &str = ".etcd-lab-fill";
 
-/// Rounds of adjusting the fill file: ext4 takes a block of extent tree
-/// now and then beside the data, so the first allocation can miss the
-/// target by a few blocks.
+/// Rounds of adjusting the fill file: ext4 takes blocks of extent tree
+/// beside the data, so an allocation can miss the target by a few blocks
+/// (or run out of them before its end).
 const MAX_ROUNDS: usize = 8;
 
 /// What [`Lab::volume_fill`] did.
@@ -145,15 +146,16 @@ fn fill(root: &Path, leave: u64) -> Result<Filled> {
             break;
         };
         if next > fill_len {
-            if !allocate(&file, fill_len, next - fill_len, &path)? {
-                break;
-            }
+            allocate(&file, fill_len, next - fill_len, &path)?;
         } else {
             file.set_len(next)
                 .context(|| format!("shrink {} to {next} bytes", path.display()))?;
         }
-        fill_len = length(&file, &path)?;
-        now_available = available(root)?.0;
+        let now = (length(&file, &path)?, available(root)?.0);
+        if now == (fill_len, now_available) {
+            break;
+        }
+        (fill_len, now_available) = now;
     }
     file.sync_all()
         .context(|| format!("sync {}", path.display()))?;
@@ -166,14 +168,14 @@ fn fill(root: &Path, leave: u64) -> Result<Filled> {
     })
 }
 
-/// Allocates `bytes` more blocks at the end of the fill file; `false`
-/// when the filesystem has no block left even for root.
-fn allocate(file: &File, from: u64, bytes: u64, path: &Path) -> Result<bool> {
+/// Allocates `bytes` more blocks at the end of the fill file. Running out
+/// of blocks is no error: what was allocated stays, and the next round
+/// reads where the filesystem is.
+fn allocate(file: &File, from: u64, bytes: u64, path: &Path) -> Result<()> {
     let offset = i64::try_from(from).map_err(|_| too_large(path, from))?;
     let len = i64::try_from(bytes).map_err(|_| too_large(path, bytes))?;
     match fallocate(file, FallocateFlags::empty(), offset, len) {
-        Ok(()) => Ok(true),
-        Err(nix::errno::Errno::ENOSPC) => Ok(false),
+        Ok(()) | Err(nix::errno::Errno::ENOSPC) => Ok(()),
         Err(e) => Err(IoError::new(
             format!("allocate {bytes} bytes at {from} in {}", path.display()),
             e.into(),
