@@ -8,13 +8,19 @@
 //!   one reader of those messages on the operator's side;
 //! - [`restore_volume`]: the command line of the restore Pod's steps and
 //!   where they keep their files on the member's volume, which the restore
-//!   Pod's builder needs without knowing the steps themselves.
+//!   Pod's builder needs without knowing the steps themselves;
+//! - [`volume_usage`]: the versioned document of how full a member's volume
+//!   is, which the `volume-usage` sidecar serves and the operator reads.
 
 pub mod report;
 pub mod restore_volume;
+pub mod volume_usage;
 
 pub use report::{
     LEGACY_REFUSAL_PREFIX, Outcome, Program, REFUSAL_EXIT_CODE, REPORT_VERSION, Reading, Refusal,
     Report, TERMINATION_MESSAGE_PATH, TERMINATION_MESSAGE_POLICY, Unknown, UnrecognisedReport,
 };
 pub use restore_volume::{REVISION_BUMP, RestoreLayout, RestoreStep};
+pub use volume_usage::{
+    VOLUME_USAGE_PATH, VOLUME_USAGE_PORT, VOLUME_USAGE_VERSION, VolumeUsage, VolumeUsageParseError,
+};

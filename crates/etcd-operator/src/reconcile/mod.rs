@@ -6,7 +6,9 @@
 //! - `observe`: fresh reads of the cluster's objects and of etcd;
 //! - `plan`: the seam to the pure planner;
 //! - `act`: the one step, by server-side apply, deletion or etcd call;
-//! - `status`: the status write, skipped when nothing changed.
+//! - `status`: the status write, skipped when nothing changed;
+//! - [`volume_usage`]: the read of a member's volume usage from its Pod's
+//!   sidecar.
 //!
 //! The pieces every controller shares (untyped watches, unreadable objects,
 //! conditions, the status writer, Events, error categories) are in
@@ -24,6 +26,7 @@ mod observe;
 mod pipeline;
 mod plan;
 pub(crate) mod status;
+pub mod volume_usage;
 
 pub use act::{Child, Step};
 pub use context::{Context, ControllerConfig, DEFAULT_OPERATOR_IMAGE};
