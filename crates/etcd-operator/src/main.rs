@@ -1,6 +1,6 @@
 //! `etcd-operator`: the controller (`run`), the CRD printer (`crd`), and
 //! the programs it runs inside member and restore Pods (`member-guard`,
-//! `restore-volume`; see `etcd_operator::pod_programs`).
+//! `restore-volume`, `volume-usage`; see `etcd_operator::pod_programs`).
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use etcd_operator::pod_programs::{self, member_guard, restore};
+use etcd_operator::pod_programs::{self, member_guard, restore, volume_usage};
 use etcd_operator::reconcile::{self, ControllerConfig, Leadership};
 use etcd_operator::telemetry::{self, Health, Metrics};
 use tracing_subscriber::EnvFilter;
@@ -41,6 +41,9 @@ enum Command {
     /// Steps of the restore Pod around `etcdutl snapshot restore`, on the
     /// surviving member's volume (a restore into a new incarnation).
     RestoreVolume(restore::RestoreVolumeArgs),
+    /// Sidecar of every member pod: serves how full the member's volume is
+    /// (`GET /volume-usage`).
+    VolumeUsage(volume_usage::VolumeUsageArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
         Command::Crd => report(print_crd()),
         Command::RestoreVolume(args) => pod_programs::run_restore_step(&args),
         Command::MemberGuard(args) => pod_programs::run_member_guard(args),
+        Command::VolumeUsage(args) => pod_programs::run_volume_usage(args),
     }
 }
 

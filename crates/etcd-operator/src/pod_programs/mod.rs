@@ -6,7 +6,9 @@
 //!   data that is not the member's (durability rule 1);
 //! - [`restore`] (`restore-volume <step>`): the steps of the restore Pod,
 //!   which restore a survivor's data or a backup into a new incarnation on
-//!   one member's volume.
+//!   one member's volume;
+//! - [`volume_usage`] (`volume-usage`): the sidecar of every member Pod,
+//!   which serves how full the member's volume is.
 //!
 //! What the operator needs from them — their command lines, where the
 //! restore keeps its files, the report each ends with — is the contract
@@ -21,6 +23,7 @@ pub mod install;
 pub mod member_guard;
 pub mod restore;
 pub mod termination;
+pub mod volume_usage;
 
 use std::process::ExitCode;
 
@@ -49,6 +52,18 @@ pub fn run_restore_step(args: &restore::RestoreVolumeArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             termination::leave(&error.report());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the `volume-usage` sidecar until it is told to stop; fails only
+/// when it cannot start.
+pub fn run_volume_usage(args: volume_usage::VolumeUsageArgs) -> ExitCode {
+    match volume_usage::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
             ExitCode::FAILURE
         }
     }
