@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod,
-    PodSecurityContext, PodSpec, Probe, SeccompProfile, SecurityContext, Service, ServicePort,
-    ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    PodSecurityContext, PodSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext,
+    Service, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
@@ -29,7 +30,7 @@ use crate::api::pod_revision::{
 };
 use crate::api::{EtcdCluster, MemberPodTemplate, version};
 use crate::planner::Bootstrap;
-use crate::pod_contract::TERMINATION_MESSAGE_POLICY;
+use crate::pod_contract::{TERMINATION_MESSAGE_POLICY, VOLUME_USAGE_PORT};
 
 /// Where the member's volume is mounted.
 pub const DATA_MOUNT: &str = "/var/lib/etcd";
@@ -44,6 +45,16 @@ pub const GUARD_BINARY: &str = "/var/run/etcd-operator/etcd-operator";
 pub const SEEN_MARKER: &str = "/var/run/etcd-operator/seen-member-identity.json";
 /// The etcd binary of the etcd images.
 pub const ETCD_BINARY: &str = "/usr/local/bin/etcd";
+
+/// The operator's binary in the operator's image.
+pub const OPERATOR_BINARY: &str = "/usr/local/bin/etcd-operator";
+/// The sidecar serving how full the member's volume is.
+pub const VOLUME_USAGE_CONTAINER: &str = "volume-usage";
+/// What the sidecar asks for: it idles between requests.
+const VOLUME_USAGE_CPU_REQUEST: &str = "5m";
+const VOLUME_USAGE_MEMORY_REQUEST: &str = "16Mi";
+/// Its memory limit, a few times what it uses (about 5 MiB resident).
+const VOLUME_USAGE_MEMORY_LIMIT: &str = "32Mi";
 
 /// The user etcd runs as.
 pub const ETCD_USER: i64 = 1000;
@@ -351,10 +362,12 @@ pub fn member_pod(
 }
 
 /// The member Pod of an ordinal: `<cluster>-<ordinal>` on its PVC, with the
-/// `member-guard` init container checking the data dir's identity first.
+/// `member-guard` init container checking the data dir's identity first,
+/// and the `volume-usage` sidecar serving how full the volume is.
 ///
 /// Liveness is etcd's `/livez` (never needs quorum, rule 9); readiness is
-/// `/readyz` (the member's own health).
+/// `/readyz` (the member's own health). The sidecar has no probe: only
+/// etcd's health decides whether the member is ready.
 pub fn member_pod_with(
     cluster: &EtcdCluster,
     addressing: &MemberAddressing,
@@ -408,7 +421,7 @@ pub fn member_pod_with(
     let guard = Container {
         name: "member-guard".to_string(),
         image: Some(operator_image.to_string()),
-        command: Some(vec!["/usr/local/bin/etcd-operator".to_string()]),
+        command: Some(vec![OPERATOR_BINARY.to_string()]),
         args: Some(init_args),
         // The guard's report: in the termination message file, or the tail
         // of the log for a runtime without one.
@@ -417,6 +430,7 @@ pub fn member_pod_with(
         security_context: Some(container_security.clone()),
         ..Container::default()
     };
+    let volume_usage = volume_usage_container(operator_image, &data_mount, &container_security);
     let etcd = Container {
         name: "etcd".to_string(),
         image: Some(
@@ -462,7 +476,7 @@ pub fn member_pod_with(
             subdomain: Some(peer_service_name(&name)),
             restart_policy: Some("Always".to_string()),
             init_containers: Some(vec![guard]),
-            containers: vec![etcd],
+            containers: vec![etcd, volume_usage],
             volumes: Some(vec![
                 data_volume(&name, ordinal),
                 Volume {
@@ -484,6 +498,50 @@ pub fn member_pod_with(
             ..PodSpec::default()
         }),
         ..Pod::default()
+    }
+}
+
+/// The `volume-usage` sidecar: the operator's binary serving how full the
+/// volume is, the volume mounted read-only, no probe (a sidecar that fails
+/// never makes the member unready by a probe; it never exits on its own).
+fn volume_usage_container(
+    operator_image: &str,
+    data_mount: &VolumeMount,
+    security: &SecurityContext,
+) -> Container {
+    let quantity = |q: &str| Quantity(q.to_string());
+    Container {
+        name: VOLUME_USAGE_CONTAINER.to_string(),
+        image: Some(operator_image.to_string()),
+        command: Some(vec![OPERATOR_BINARY.to_string()]),
+        args: Some(vec![
+            "volume-usage".to_string(),
+            format!("--data-dir={DATA_DIR}"),
+            format!("--listen=0.0.0.0:{VOLUME_USAGE_PORT}"),
+        ]),
+        ports: Some(vec![ContainerPort {
+            name: Some(VOLUME_USAGE_CONTAINER.to_string()),
+            container_port: i32::from(VOLUME_USAGE_PORT),
+            ..ContainerPort::default()
+        }]),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_string(), quantity(VOLUME_USAGE_CPU_REQUEST)),
+                ("memory".to_string(), quantity(VOLUME_USAGE_MEMORY_REQUEST)),
+            ])),
+            limits: Some(BTreeMap::from([(
+                "memory".to_string(),
+                quantity(VOLUME_USAGE_MEMORY_LIMIT),
+            )])),
+            ..ResourceRequirements::default()
+        }),
+        termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.to_string()),
+        volume_mounts: Some(vec![VolumeMount {
+            read_only: Some(true),
+            ..data_mount.clone()
+        }]),
+        security_context: Some(security.clone()),
+        ..Container::default()
     }
 }
 

@@ -357,6 +357,7 @@ fn a_volume_etcd_ran_on_must_hold_data_even_before_the_member_id_is_known() {
         .iter()
         .flatten()
         .chain(&spec.containers)
+        .filter(|c| c.name != VOLUME_USAGE_CONTAINER)
     {
         assert!(
             container
@@ -368,4 +369,90 @@ fn a_volume_etcd_ran_on_must_hold_data_even_before_the_member_id_is_known() {
             container.name
         );
     }
+}
+
+/// The `volume-usage` sidecar runs the operator's binary on the member's
+/// volume mounted read-only, and has no probe: whatever happens to it,
+/// only etcd's own health decides whether the member is ready.
+#[test]
+fn the_volume_usage_sidecar_reads_the_volume_and_never_decides_readiness() {
+    let spec = demo_pod(&cluster(), &MemberPodFacts::default());
+    let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["etcd", "volume-usage"]);
+    let sidecar = &spec.containers[1];
+    assert_eq!(
+        sidecar.image.as_deref(),
+        Some("example.org/etcd-operator:dev")
+    );
+    assert_eq!(
+        sidecar.command.as_deref(),
+        Some(&["/usr/local/bin/etcd-operator".to_string()][..])
+    );
+    assert_eq!(
+        sidecar.args.clone().expect("args"),
+        [
+            "volume-usage",
+            "--data-dir=/var/lib/etcd/data",
+            "--listen=0.0.0.0:2383"
+        ]
+    );
+    let mounts = sidecar.volume_mounts.clone().expect("mounts");
+    assert_eq!(mounts.len(), 1, "{mounts:?}");
+    assert_eq!(mounts[0].name, "data");
+    assert_eq!(mounts[0].mount_path, DATA_MOUNT);
+    assert_eq!(mounts[0].read_only, Some(true));
+    assert!(sidecar.readiness_probe.is_none());
+    assert!(sidecar.liveness_probe.is_none());
+    assert!(sidecar.startup_probe.is_none());
+    assert_eq!(sidecar.security_context, Some(container_security_context()));
+    let ports = sidecar.ports.clone().expect("ports");
+    assert_eq!(ports[0].name.as_deref(), Some("volume-usage"));
+    assert_eq!(ports[0].container_port, 2383);
+    let resources = sidecar.resources.clone().expect("resources");
+    let requests = resources.requests.expect("requests");
+    assert_eq!(requests["cpu"].0, "5m");
+    assert_eq!(requests["memory"].0, "16Mi");
+    assert_eq!(resources.limits.expect("limits")["memory"].0, "32Mi");
+
+    // Its port is none of etcd's.
+    let etcd_ports: Vec<i32> = spec.containers[0]
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.container_port)
+        .collect();
+    assert!(!etcd_ports.contains(&2383), "{etcd_ports:?}");
+    // etcd still mounts the volume writable.
+    let etcd_mounts = spec.containers[0].volume_mounts.clone().expect("mounts");
+    assert!(
+        etcd_mounts
+            .iter()
+            .any(|m| m.name == "data" && m.read_only.is_none())
+    );
+}
+
+/// The sidecar's command line, as built for the Pod, is accepted by the
+/// program's own argument parser.
+#[test]
+fn volume_usage_arguments_are_understood_by_the_sidecar() {
+    #[derive(clap::Parser)]
+    struct Binary {
+        #[command(subcommand)]
+        command: Command,
+    }
+    #[derive(clap::Subcommand)]
+    enum Command {
+        VolumeUsage(crate::pod_programs::volume_usage::VolumeUsageArgs),
+    }
+    let spec = demo_pod(&cluster(), &MemberPodFacts::default());
+    let sidecar = &spec.containers[1];
+    let argv = sidecar
+        .command
+        .iter()
+        .flatten()
+        .chain(sidecar.args.iter().flatten());
+    let parsed = <Binary as clap::Parser>::try_parse_from(argv).expect("parsed");
+    let Command::VolumeUsage(args) = parsed.command;
+    assert_eq!(args.data_dir, std::path::Path::new(DATA_DIR));
+    assert_eq!(args.listen.port(), crate::pod_contract::VOLUME_USAGE_PORT);
 }
