@@ -202,8 +202,11 @@ fn unfill(root: &Path) -> Result<Unfilled> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
         Err(e) => return Err(IoError::new(format!("stat {}", path.display()), e).into()),
     };
-    if freed > 0 || path.exists() {
-        std::fs::remove_file(&path).context(|| format!("remove {}", path.display()))?;
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(IoError::new(format!("remove {}", path.display()), e).into());
+        }
+        _ => {}
     }
     // ext4 reuses freed blocks once the journal has committed their release.
     let dir = File::open(root).context(|| format!("open {}", root.display()))?;
