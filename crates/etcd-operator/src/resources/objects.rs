@@ -53,7 +53,10 @@ pub const VOLUME_USAGE_CONTAINER: &str = "volume-usage";
 /// What the sidecar asks for: it idles between requests.
 const VOLUME_USAGE_CPU_REQUEST: &str = "5m";
 const VOLUME_USAGE_MEMORY_REQUEST: &str = "16Mi";
-/// Its memory limit, a few times what it uses (about 5 MiB resident).
+/// Its memory limit. Measured on the lab: 2.6 MiB of anonymous memory,
+/// steady over hundreds of requests; the rest of its resident set (24 MiB
+/// with a debug build) is the binary's pages, which the kernel reclaims
+/// under the limit rather than killing the process.
 const VOLUME_USAGE_MEMORY_LIMIT: &str = "32Mi";
 
 /// The user etcd runs as.
