@@ -89,6 +89,81 @@ pub struct EtcdClusterStatus {
     /// degraded like any other member).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+
+    /// The backend quota the members run with, in bytes
+    /// (`etcd.quotaBackendBytes`, or derived from `storage.size`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_backend_bytes: Option<i64>,
+
+    /// Defragmentation and space recovery: what runs, what ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<MaintenanceStatus>,
+}
+
+/// Defragmentation and space recovery.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceStatus {
+    /// `maintenance.defrag.schedule` has started every round due up to
+    /// this time (the time the cluster first saw the schedule, or the
+    /// latest round's start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag_scheduled_through: Option<Time>,
+
+    /// The defragmentation round in progress: every voter, one at a time,
+    /// followers first, the leader last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag_round: Option<DefragRound>,
+
+    /// The recovery from etcd's NOSPACE alarm in progress: compaction, a
+    /// defragmentation of every member, then the alarm disarmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space_recovery: Option<SpaceRecovery>,
+
+    /// The last member defragmented and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_defrag: Option<LastDefrag>,
+}
+
+/// A defragmentation round.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DefragRound {
+    /// Why it runs (the schedule).
+    pub reason: String,
+    /// When it started.
+    pub started: Time,
+    /// The members defragmented so far (a member whose defragmentation
+    /// failed counts as done; the failure is in an Event and
+    /// `lastOperation`).
+    #[serde(default)]
+    pub defragmented: Vec<String>,
+}
+
+/// A recovery from NOSPACE.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SpaceRecovery {
+    /// When the operator first saw the alarm.
+    pub started: Time,
+    /// The revision the history was compacted to, once it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compacted_revision: Option<i64>,
+    /// The members defragmented since.
+    #[serde(default)]
+    pub defragmented: Vec<String>,
+}
+
+/// The last defragmentation.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LastDefrag {
+    /// The member.
+    pub member: String,
+    /// When.
+    pub time: Time,
+    /// Why.
+    pub reason: String,
 }
 
 /// The member the rollout is replacing.
@@ -244,6 +319,31 @@ pub struct MemberStatus {
     /// (`status.podTemplateHash`); false while a rollout has not reached it.
     #[serde(default)]
     pub pod_up_to_date: bool,
+
+    /// The size of its database file in bytes, free pages included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_size_bytes: Option<i64>,
+
+    /// The bytes of its database file that hold data; the rest is free
+    /// pages a defragmentation gives back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_size_in_use_bytes: Option<i64>,
+
+    /// The share of its database file that is free pages, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fragmented_percent: Option<i32>,
+
+    /// The capacity of its volume's filesystem in bytes, as the Pod sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_capacity_bytes: Option<i64>,
+
+    /// The bytes left on its volume's filesystem for etcd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_available_bytes: Option<i64>,
+
+    /// The alarms etcd raised about this member (`NOSPACE`, `CORRUPT`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alarms: Vec<String>,
 
     /// What is wrong with the member, or what the operator is doing with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -26,7 +26,7 @@ mod kube_time;
 mod metadata;
 mod restore;
 mod retention;
-mod schedule;
+pub mod schedule;
 mod snapshot;
 mod source;
 mod verify;

@@ -16,11 +16,15 @@ use super::types::{EndpointStatus, MemberHealth, MemberId};
 /// need not exist: a read that answers is what counts.
 const HEALTH_KEY: &str = "health";
 
-/// Status errors that make a member unhealthy by itself: alarms (NOSPACE,
-/// CORRUPT). Others, like "etcdserver: no leader" while quorum is lost, say
-/// nothing about the member alone and must not fail a local check (rule 9).
+/// Status errors that make a member unhealthy by itself: alarms such as
+/// CORRUPT. NOSPACE does not: it says the cluster reached its quota, while
+/// the member works (it serves reads, its raft log moves, it can be
+/// defragmented and rolled); the planner recovers the space and status
+/// reports the alarm. Other errors, like "etcdserver: no leader" while
+/// quorum is lost, say nothing about the member alone and must not fail a
+/// local check (rule 9).
 fn is_alarm(error: &str) -> bool {
-    error.contains("alarm:")
+    error.contains("alarm:") && !error.contains("alarm:NOSPACE")
 }
 
 /// Timeouts of the etcd layer.

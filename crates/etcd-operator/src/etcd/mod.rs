@@ -5,11 +5,13 @@
 //! - [`observe`] / [`EtcdAdmin::observe`]: one snapshot of the cluster that
 //!   never fails on an outage; unreachable members are data.
 //! - [`EtcdAdmin`]: member list, add learner, promote, remove, status,
-//!   local and cluster health, leadership transfer, cluster ID.
+//!   local and cluster health, leadership transfer, cluster ID; compaction,
+//!   defragmentation and alarms.
 
 mod admin;
 mod client;
 mod error;
+mod maintenance;
 mod membership;
 mod observe;
 mod types;
@@ -17,6 +19,7 @@ mod types;
 pub use admin::{EtcdAdmin, LeaderEndpoint};
 pub use client::ConnectSettings;
 pub use error::{ErrorCategory, EtcdError};
+pub use maintenance::{Alarm, AlarmKind, DEFRAG_TIMEOUT, parse_alarms};
 pub use membership::AddedMember;
 pub use observe::observe;
 pub use types::{

@@ -35,6 +35,12 @@ pub enum ActionKind {
     ExpandVolume,
     EnableDowngrade,
     CancelDowngrade,
+    /// One member's database file rewritten without its free pages.
+    DefragmentMember,
+    /// The key-value history compacted to free the space NOSPACE needs.
+    CompactHistory,
+    /// etcd's NOSPACE alarm disarmed once the space is back.
+    DisarmNoSpace,
 }
 
 /// What a kind of action publishes when it is taken.
@@ -66,7 +72,7 @@ pub struct ActionRow {
 
 impl ActionKind {
     /// Every kind, in the order of the table.
-    pub const ALL: [ActionKind; 25] = [
+    pub const ALL: [ActionKind; 28] = [
         Self::CreatePeerService,
         Self::CreateClientService,
         Self::ApplyPodDisruptionBudget,
@@ -92,6 +98,9 @@ impl ActionKind {
         Self::ExpandVolume,
         Self::EnableDowngrade,
         Self::CancelDowngrade,
+        Self::DefragmentMember,
+        Self::CompactHistory,
+        Self::DisarmNoSpace,
     ];
 
     /// The table: the one place that names a kind of action and says what
@@ -143,6 +152,9 @@ impl ActionKind {
             Self::ExpandVolume => ("ExpandVolume", "VolumeExpansionRequested", Normal, false),
             Self::EnableDowngrade => ("EnableDowngrade", "DowngradeEnabled", Normal, false),
             Self::CancelDowngrade => ("CancelDowngrade", "DowngradeCancelled", Normal, false),
+            Self::DefragmentMember => ("DefragmentMember", "MemberDefragmented", Normal, false),
+            Self::CompactHistory => ("CompactHistory", "HistoryCompacted", Warning, false),
+            Self::DisarmNoSpace => ("DisarmNoSpace", "NoSpaceDisarmed", Normal, false),
         };
         ActionRow {
             name,
@@ -421,6 +433,27 @@ pub enum Action {
         /// The downgrade's target, as etcd reports it.
         target: String,
     },
+    /// Defragment one member: its database file is rewritten without free
+    /// pages; it serves nothing meanwhile.
+    DefragmentMember {
+        /// The ordinal.
+        ordinal: u32,
+        /// Its member ID.
+        id: MemberId,
+        /// Why now, in words.
+        reason: String,
+    },
+    /// Compact the key-value history up to `revision`: the space NOSPACE
+    /// needs back (history before it is gone; the keys are kept).
+    CompactHistory {
+        /// The newest revision.
+        revision: i64,
+    },
+    /// Disarm the NOSPACE alarms of these members: writes are taken again.
+    DisarmNoSpace {
+        /// The members the alarms name.
+        members: Vec<MemberId>,
+    },
 }
 
 impl Action {
@@ -452,6 +485,9 @@ impl Action {
             Self::ExpandVolume { .. } => ActionKind::ExpandVolume,
             Self::EnableDowngrade { .. } => ActionKind::EnableDowngrade,
             Self::CancelDowngrade { .. } => ActionKind::CancelDowngrade,
+            Self::DefragmentMember { .. } => ActionKind::DefragmentMember,
+            Self::CompactHistory { .. } => ActionKind::CompactHistory,
+            Self::DisarmNoSpace { .. } => ActionKind::DisarmNoSpace,
         }
     }
 
@@ -609,6 +645,20 @@ impl Action {
             Self::CancelDowngrade { target } => {
                 format!("cancelling etcd's downgrade to {target}: the spec no longer asks for it")
             }
+            Self::DefragmentMember { ordinal, reason, .. } => {
+                format!("defragmenting {} ({reason})", member(ordinal))
+            }
+            Self::CompactHistory { revision } => format!(
+                "compacting the history up to revision {revision}: NOSPACE is raised and the space of older revisions is needed back (every key keeps its newest value)"
+            ),
+            Self::DisarmNoSpace { members } => format!(
+                "disarming NOSPACE ({}): the space is back and writes are taken again",
+                members
+                    .iter()
+                    .map(|m| format_id(*m))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 }

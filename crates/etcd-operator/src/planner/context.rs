@@ -30,6 +30,8 @@ pub struct Context<'a> {
     /// The target of etcd's downgrade in progress (`3.6.0`), as any
     /// answering member reports it.
     pub downgrade_target: Option<String>,
+    /// The alarms etcd has raised, as any answering member reports them.
+    pub alarms: Vec<crate::etcd::Alarm>,
 }
 
 impl<'a> Context<'a> {
@@ -87,6 +89,7 @@ impl<'a> Context<'a> {
                 .iter()
                 .filter_map(|e| e.status.as_ref()?.downgrade_target.clone())
                 .next(),
+            alarms: alarms(o),
         }
     }
 
@@ -217,6 +220,19 @@ impl<'a> Context<'a> {
         all.dedup();
         all
     }
+}
+
+/// The alarms any answering member reports, each once.
+fn alarms(o: &Observed) -> Vec<crate::etcd::Alarm> {
+    let mut alarms: Vec<crate::etcd::Alarm> = Vec::new();
+    for status in o.etcd.endpoints.iter().filter_map(|e| e.status.as_ref()) {
+        for alarm in crate::etcd::parse_alarms(&status.errors) {
+            if !alarms.contains(&alarm) {
+                alarms.push(alarm);
+            }
+        }
+    }
+    alarms
 }
 
 /// The first incarnation token: unique to this `EtcdCluster` object, and the

@@ -25,7 +25,9 @@ pub fn decide(cx: &Context<'_>) -> Step {
         release_pods_on_gone_nodes,
         record_identity,
         recreate_pods,
+        super::maintenance::corrupt_alarm,
         without_quorum,
+        super::maintenance::recover_space,
         learner_in_progress,
         replace_lost_members,
         pdb,
@@ -36,6 +38,7 @@ pub fn decide(cx: &Context<'_>) -> Step {
         super::expansion::expand_volumes,
         super::rollout::update_pod_metadata,
         super::rollout::roll_members,
+        super::maintenance::defragment,
     ]
     .iter()
     .find_map(|step| step(cx))

@@ -41,6 +41,35 @@ pub struct KnownMember {
     pub version: Option<String>,
     /// The release of its data (`3.6.0`), as it reports it.
     pub storage_version: Option<String>,
+    /// Its database file, as its endpoint reports it; `None` when its
+    /// endpoint did not answer.
+    pub db: Option<DbSpace>,
+}
+
+/// The space of a member's database file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DbSpace {
+    /// The file's size, free pages included.
+    pub size: i64,
+    /// The bytes that hold data.
+    pub in_use: i64,
+    /// The backend quota it runs with (0 when it does not say).
+    pub quota: i64,
+}
+
+impl DbSpace {
+    /// The bytes a defragmentation gives back.
+    pub fn reclaimable(&self) -> i64 {
+        (self.size - self.in_use).max(0)
+    }
+
+    /// The share of the file that is free pages, in percent.
+    pub fn fragmented_percent(&self) -> i32 {
+        if self.size <= 0 {
+            return 0;
+        }
+        i32::try_from(self.reclaimable().saturating_mul(100) / self.size).unwrap_or(100)
+    }
 }
 
 /// Where the membership came from.
@@ -106,6 +135,11 @@ impl Membership {
                             .as_ref()
                             .map(|s| s.storage_version.clone())
                             .filter(|v| !v.is_empty()),
+                        db: m.status.as_ref().map(|s| DbSpace {
+                            size: s.db_size,
+                            in_use: s.db_size_in_use,
+                            quota: s.db_size_quota,
+                        }),
                     }
                 })
                 .collect();
@@ -215,5 +249,6 @@ fn last_known(cluster: &str, m: &MemberStatus, now: Timestamp) -> Option<KnownMe
         health_detail: Some("no member answered".to_string()),
         version: m.version.clone(),
         storage_version: None,
+        db: None,
     })
 }

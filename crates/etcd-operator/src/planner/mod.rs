@@ -15,6 +15,7 @@ mod context;
 mod decide;
 mod evidence;
 mod expansion;
+mod maintenance;
 mod membership;
 mod observed;
 mod release;
@@ -91,7 +92,8 @@ pub fn plan(observed: &Observed) -> Plan {
                 Waiting::HealthNotStable
                 | Waiting::LearnerCatchingUp
                 | Waiting::InProgress(_)
-                | Waiting::Rollout(_) => Duration::from_secs(5),
+                | Waiting::Rollout(_)
+                | Waiting::Maintenance(_) => Duration::from_secs(5),
                 Waiting::Bootstrapping | Waiting::QuorumLost { .. } => Duration::from_secs(10),
                 _ => Duration::from_secs(30),
             };

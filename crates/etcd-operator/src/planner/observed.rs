@@ -48,6 +48,28 @@ pub struct Observed {
     /// (`allowVolumeExpansion`); `None` when the class was not read or does
     /// not exist.
     pub volume_expansion_allowed: Option<bool>,
+    /// What each member Pod's `volume-usage` sidecar said about its
+    /// volume's filesystem, by ordinal (absent when it did not answer).
+    pub volume_usage: BTreeMap<u32, VolumeSpace>,
+}
+
+/// A member volume's filesystem as its Pod sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VolumeSpace {
+    /// Capacity in bytes.
+    pub capacity: i64,
+    /// Bytes an unprivileged writer (etcd) can still use.
+    pub available: i64,
+}
+
+impl VolumeSpace {
+    /// The share used, in percent.
+    pub fn used_percent(&self) -> i64 {
+        if self.capacity <= 0 {
+            return 0;
+        }
+        (self.capacity - self.available).max(0).saturating_mul(100) / self.capacity
+    }
 }
 
 /// The state of the restore Pod.

@@ -353,10 +353,39 @@ fn storage_ready(cx: &Context<'_>, member: &KnownMember, desired: Release) -> bo
         .is_some_and(|s| s.step_to(desired) != ReleaseStep::MinorDowngrade)
 }
 
-/// Why the rollout does not take the next member now, if it does not:
-/// every voter healthy for the stability window and caught up with the
-/// leader, and no member on the new template that failed to come back.
-fn not_settled(cx: &Context<'_>) -> Option<Waiting> {
+/// The first voter that keeps a one-at-a-time change (a rollout, a
+/// defragmentation) from taking the next member now.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Unsettled {
+    /// Not healthy by its own endpoint.
+    Unhealthy {
+        /// Member name.
+        name: String,
+        /// What its endpoint says.
+        detail: String,
+        /// For how long.
+        down_for: SignedDuration,
+        /// Whether its Pod runs the current template.
+        updated: bool,
+    },
+    /// Healthy, but its Pod is not Ready: clients do not reach it yet.
+    NotReady(String),
+    /// Healthy for less than the stability window.
+    NotStable(String),
+    /// Behind the leader's raft index.
+    Behind {
+        /// Member name.
+        name: String,
+        /// Its raft index.
+        mine: u64,
+        /// The leader's.
+        leader: u64,
+    },
+}
+
+/// Every voter healthy for the stability window, its Pod Ready and caught
+/// up with the leader; else the first that is not.
+pub(super) fn first_unsettled(cx: &Context<'_>) -> Option<Unsettled> {
     let leader_index = cx
         .membership
         .voters()
@@ -368,21 +397,15 @@ fn not_settled(cx: &Context<'_>) -> Option<Waiting> {
             .map(|o| cx.name(o))
             .unwrap_or_else(|| format!("{:x}", member.id));
         if !member.healthy {
-            let updated = member.ordinal.is_some_and(|o| up_to_date(cx, o));
-            let down_for = cx.o.now.duration_since(member.healthy_since);
-            let detail = member
-                .health_detail
-                .clone()
-                .unwrap_or_else(|| "unhealthy".to_string());
-            if updated && down_for >= ROLLOUT_STALL {
-                return Some(Waiting::RolloutHalted(format!(
-                    "{name} runs the new Pod template but has not been healthy for {}s ({detail}); the rollout goes on once it is, or once the spec changes",
-                    down_for.as_secs()
-                )));
-            }
-            return Some(Waiting::Rollout(format!(
-                "the rollout waits for {name} to be healthy ({detail})"
-            )));
+            return Some(Unsettled::Unhealthy {
+                detail: member
+                    .health_detail
+                    .clone()
+                    .unwrap_or_else(|| "unhealthy".to_string()),
+                down_for: cx.o.now.duration_since(member.healthy_since),
+                updated: member.ordinal.is_some_and(|o| up_to_date(cx, o)),
+                name,
+            });
         }
         // Clients reach a member through the Services only once its Pod is
         // Ready: the next member waits for that too.
@@ -391,24 +414,51 @@ fn not_settled(cx: &Context<'_>) -> Option<Waiting> {
             .and_then(|o| cx.o.objects(o).pod)
             .is_some_and(|p| !p.ready)
         {
-            return Some(Waiting::Rollout(format!(
-                "the rollout waits for Pod {name} to be Ready"
-            )));
+            return Some(Unsettled::NotReady(name));
         }
         if !cx.membership.stably_healthy(member) {
-            return Some(Waiting::Rollout(format!(
-                "the rollout waits until {name} has been healthy for 5s"
-            )));
+            return Some(Unsettled::NotStable(name));
         }
         if let (Some(mine), Some(leader)) = (member.raft_index, leader_index)
             && leader.saturating_sub(mine) > CATCH_UP_ENTRIES
         {
-            return Some(Waiting::Rollout(format!(
-                "the rollout waits for {name} to catch up with the leader (raft index {mine} of {leader})"
-            )));
+            return Some(Unsettled::Behind { name, mine, leader });
         }
     }
     None
+}
+
+/// Why the rollout does not take the next member now, if it does not; a
+/// member on the new template down for [`ROLLOUT_STALL`] halts it.
+fn not_settled(cx: &Context<'_>) -> Option<Waiting> {
+    Some(match first_unsettled(cx)? {
+        Unsettled::Unhealthy {
+            name,
+            detail,
+            down_for,
+            updated,
+        } => {
+            if updated && down_for >= ROLLOUT_STALL {
+                Waiting::RolloutHalted(format!(
+                    "{name} runs the new Pod template but has not been healthy for {}s ({detail}); the rollout goes on once it is, or once the spec changes",
+                    down_for.as_secs()
+                ))
+            } else {
+                Waiting::Rollout(format!(
+                    "the rollout waits for {name} to be healthy ({detail})"
+                ))
+            }
+        }
+        Unsettled::NotReady(name) => {
+            Waiting::Rollout(format!("the rollout waits for Pod {name} to be Ready"))
+        }
+        Unsettled::NotStable(name) => Waiting::Rollout(format!(
+            "the rollout waits until {name} has been healthy for 5s"
+        )),
+        Unsettled::Behind { name, mine, leader } => Waiting::Rollout(format!(
+            "the rollout waits for {name} to catch up with the leader (raft index {mine} of {leader})"
+        )),
+    })
 }
 
 /// Whether the node of an ordinal's Pod is Ready (a Pod on a lost node is

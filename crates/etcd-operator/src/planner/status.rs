@@ -274,6 +274,8 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         last_operation,
         restore,
         rollout,
+        quota_backend_bytes: Some(o.spec.quota_backend_bytes()),
+        maintenance: super::maintenance::status(cx, step),
     }
 }
 
@@ -467,6 +469,28 @@ fn spec_warnings(cx: &Context<'_>) -> String {
             version::SUPPORTED.join(", ")
         ));
     }
+    let quota = cx.o.spec.etcd.quota_backend_bytes;
+    if let Some(volume) = crate::api::quantity::bytes(&cx.o.spec.storage.size)
+        && quota != 0
+        && !crate::api::tuning::quota_fits_volume(quota, volume)
+    {
+        warnings.push(format!(
+            "etcd.quotaBackendBytes ({} MiB) leaves the {} volume no room for a defragmentation's copy and the write-ahead log: the disk can fill before NOSPACE protects it; set it to 0 to derive it from the volume ({} MiB), or grow storage.size",
+            quota >> 20,
+            cx.o.spec.storage.size.0,
+            crate::api::tuning::quota_for_volume(volume) >> 20
+        ));
+    }
+    if cx
+        .o
+        .spec
+        .etcd
+        .auto_compaction_retention
+        .trim_start_matches('0')
+        .is_empty()
+    {
+        warnings.push("etcd.autoCompactionRetention is 0: the history is never compacted and grows until NOSPACE (the operator then compacts everything but the newest revision)".to_string());
+    }
     if warnings.is_empty() {
         String::new()
     } else {
@@ -488,6 +512,11 @@ fn progress(cx: &Context<'_>, step: &Step) -> (bool, &'static str, String) {
         Step::Act(action @ crate::planner::Action::RollMember { .. }) => {
             (true, "RollingOut", action.describe(&cx.o.name))
         }
+        Step::Act(
+            action @ (crate::planner::Action::DefragmentMember { .. }
+            | crate::planner::Action::CompactHistory { .. }
+            | crate::planner::Action::DisarmNoSpace { .. }),
+        ) => (true, "Maintenance", action.describe(&cx.o.name)),
         Step::Act(action) => (true, "ActionIssued", action.describe(&cx.o.name)),
         Step::Wait(Waiting::Bootstrapping) => (
             true,
@@ -521,6 +550,7 @@ fn progress(cx: &Context<'_>, step: &Step) -> (bool, &'static str, String) {
         Step::Wait(Waiting::RolloutHalted(what)) => {
             (false, "RolloutHalted", rollout_message(cx, what))
         }
+        Step::Wait(Waiting::Maintenance(what)) => (true, "Maintenance", what.clone()),
         Step::Wait(Waiting::Steady) => (
             false,
             "UpToDate",
@@ -585,6 +615,16 @@ fn members(cx: &Context<'_>) -> Vec<MemberStatus> {
             };
             if let Some(m) = member {
                 fill(&mut status, m);
+                status.alarms = cx
+                    .alarms
+                    .iter()
+                    .filter(|a| a.member_id == m.id)
+                    .map(|a| a.kind.name().to_string())
+                    .collect();
+            }
+            if let Some(volume) = o.volume_usage.get(&ordinal) {
+                status.volume_capacity_bytes = Some(volume.capacity);
+                status.volume_available_bytes = Some(volume.available);
             }
             status
         })
@@ -613,6 +653,11 @@ fn fill(status: &mut MemberStatus, m: &KnownMember) {
     status.healthy_since = Some(Time(m.healthy_since));
     status.revision = m.revision.or(status.revision);
     status.raft_index = m.raft_index.and_then(|i| i64::try_from(i).ok());
+    if let Some(db) = m.db {
+        status.db_size_bytes = Some(db.size);
+        status.db_size_in_use_bytes = Some(db.in_use);
+        status.fragmented_percent = Some(db.fragmented_percent());
+    }
 }
 
 fn member_message(cx: &Context<'_>, ordinal: u32, member: Option<&KnownMember>) -> Option<String> {
@@ -649,6 +694,7 @@ fn member_message(cx: &Context<'_>, ordinal: u32, member: Option<&KnownMember>) 
     {
         parts.push(detail);
     }
+    parts.extend(super::maintenance::space_warnings(cx, ordinal, member));
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 

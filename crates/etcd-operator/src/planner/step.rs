@@ -44,6 +44,9 @@ pub enum Waiting {
     /// A rollout stopped at a member on the new template that does not
     /// come back; the message says which and why.
     RolloutHalted(String),
+    /// Maintenance (a defragmentation, a recovery from NOSPACE) waits
+    /// before its next member; the message says for what.
+    Maintenance(String),
     /// Nothing to do.
     Steady,
 }

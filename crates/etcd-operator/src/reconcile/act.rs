@@ -145,6 +145,23 @@ pub enum Step {
     },
     /// Cancel etcd's downgrade in progress.
     CancelDowngrade,
+    /// Defragment the member answering on `endpoint`.
+    Defragment {
+        /// Member name.
+        name: String,
+        /// Its client endpoint.
+        endpoint: String,
+    },
+    /// Compact the history up to a revision.
+    Compact {
+        /// The revision.
+        revision: i64,
+    },
+    /// Disarm alarms.
+    DisarmAlarms {
+        /// The alarms.
+        alarms: Vec<crate::etcd::Alarm>,
+    },
     /// Nothing to do against the API server or etcd: the pass records a
     /// restore in status, which is written after the step.
     RecordRestore,
@@ -281,6 +298,35 @@ pub async fn execute(
                 .await?;
             Ok(note(step))
         }
+        Step::Defragment { endpoint, .. } => {
+            let before = etcd
+                .call("status", async |a| a.status(endpoint).await)
+                .await?;
+            etcd.call("defragment", async |a| a.defragment(endpoint).await)
+                .await?;
+            let after = etcd
+                .call("status", async |a| a.status(endpoint).await)
+                .await?;
+            Ok(format!(
+                "{}: database file {} → {} ({} in use)",
+                note(step),
+                human_bytes(before.db_size),
+                human_bytes(after.db_size),
+                human_bytes(after.db_size_in_use)
+            ))
+        }
+        Step::Compact { revision } => {
+            etcd.call("compact", async |a| a.compact(*revision).await)
+                .await?;
+            Ok(note(step))
+        }
+        Step::DisarmAlarms { alarms } => {
+            for alarm in alarms {
+                etcd.call("disarm alarm", async |a| a.disarm(alarm).await)
+                    .await?;
+            }
+            Ok(note(step))
+        }
     }
 }
 
@@ -340,7 +386,25 @@ pub fn note(step: &Step) -> String {
             "enabled etcd's downgrade to {target}: the cluster version is lowered, and each member's storage version after it"
         ),
         Step::CancelDowngrade => "cancelled etcd's downgrade".to_string(),
+        Step::Defragment { name, .. } => format!("defragmented {name}"),
+        Step::Compact { revision } => format!("compacted the history up to revision {revision}"),
+        Step::DisarmAlarms { alarms } => format!(
+            "disarmed {}",
+            alarms
+                .iter()
+                .map(|a| format!("{} of {}", a.kind.name(), format_id(a.member_id)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
+}
+
+/// Bytes in MiB with one decimal, for notes.
+fn human_bytes(bytes: i64) -> String {
+    // Display only: the precision of f64 is plenty for a size in MiB.
+    #[allow(clippy::cast_precision_loss)]
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    format!("{mib:.1} MiB")
 }
 
 /// Where a step's etcd calls go.

@@ -144,6 +144,7 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
     Observed {
         restore_pod,
         unowned: snapshot.unowned.clone(),
+        volume_usage: BTreeMap::new(),
         volume_expansion_allowed: snapshot
             .storage
             .class
@@ -313,6 +314,26 @@ fn to_step(
             target: target.clone(),
         },
         Action::CancelDowngrade { .. } => Step::CancelDowngrade,
+        Action::DefragmentMember { ordinal, id, .. } => Step::Defragment {
+            name: member_name(&name, *ordinal),
+            endpoint: snapshot
+                .etcd
+                .member(*id)
+                .and_then(|m| m.endpoint.clone())
+                .unwrap_or_else(|| addressing.client_url(*ordinal)),
+        },
+        Action::CompactHistory { revision } => Step::Compact {
+            revision: *revision,
+        },
+        Action::DisarmNoSpace { members } => Step::DisarmAlarms {
+            alarms: members
+                .iter()
+                .map(|&member_id| crate::etcd::Alarm {
+                    member_id,
+                    kind: crate::etcd::AlarmKind::NoSpace,
+                })
+                .collect(),
+        },
         Action::DeletePvc { ordinal, .. } => {
             let claim = pvc_name(&name, *ordinal);
             Step::DeletePvc {

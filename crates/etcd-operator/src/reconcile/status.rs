@@ -58,6 +58,11 @@ pub fn finalize(
             }
         }
     }
+    if !step_succeeded {
+        // Maintenance bookkeeping (a compaction done, a member
+        // defragmented) advances only with the step that did it.
+        desired.maintenance = current.and_then(|c| c.maintenance.clone());
+    }
     desired.observed_generation = if step_succeeded {
         generation.or(current.and_then(|c| c.observed_generation))
     } else {

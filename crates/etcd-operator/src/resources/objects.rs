@@ -202,7 +202,10 @@ pub fn etcd_args(
             }
         ),
         format!("--initial-cluster-token={}", bootstrap.token()),
-        format!("--quota-backend-bytes={}", tuning.quota_backend_bytes),
+        format!(
+            "--quota-backend-bytes={}",
+            cluster.spec.quota_backend_bytes()
+        ),
         format!(
             "--auto-compaction-mode={}",
             tuning.auto_compaction_mode.flag_value()
@@ -215,6 +218,9 @@ pub fn etcd_args(
         format!("--heartbeat-interval={}", tuning.heartbeat_interval_ms),
         format!("--election-timeout={}", tuning.election_timeout_ms),
         "--strict-reconfig-check=true".to_string(),
+        // While a member defragments, its gRPC health service says
+        // NOT_SERVING, so clients that check it go to another member.
+        "--feature-gates=StopGRPCServiceOnDefrag=true".to_string(),
     ]
 }
 

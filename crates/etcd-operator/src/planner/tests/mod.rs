@@ -5,6 +5,7 @@
 
 mod evidence;
 mod lifecycle;
+mod maintenance;
 mod properties;
 mod rollout;
 mod sim;

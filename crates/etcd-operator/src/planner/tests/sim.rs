@@ -153,6 +153,27 @@ pub struct Sim {
     /// Stopped nodes whose Node object still says Ready (the node lease
     /// has not expired yet).
     pub stale_node_status: std::collections::BTreeSet<String>,
+    /// Each member's database file, by member ID (members absent report
+    /// an empty one).
+    pub db: BTreeMap<u64, SimDb>,
+    /// The quota the members run with (bytes).
+    pub quota: i64,
+    /// Space of the history a compaction frees in every member's file.
+    pub history: i64,
+    /// The members etcd's NOSPACE alarm names: writes are refused while
+    /// it is raised, until disarmed.
+    pub nospace: Vec<u64>,
+    /// etcd's CORRUPT alarm names this member.
+    pub corrupt: Option<u64>,
+}
+
+/// A member's database file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimDb {
+    /// File size, free pages included.
+    pub size: i64,
+    /// Bytes that hold data (history included until compacted).
+    pub in_use: i64,
 }
 
 impl Sim {
@@ -194,6 +215,11 @@ impl Sim {
             leader: None,
             expansion_allowed: true,
             stale_node_status: std::collections::BTreeSet::new(),
+            db: BTreeMap::new(),
+            quota: 0,
+            history: 0,
+            nospace: Vec::new(),
+            corrupt: None,
         };
         for _ in 0..nodes {
             sim.add_node();
@@ -726,6 +752,7 @@ impl Sim {
             unowned: Vec::new(),
             members_may_share_a_node: false,
             volume_expansion_allowed: Some(self.expansion_allowed),
+            volume_usage: std::collections::BTreeMap::new(),
             restore_pod: self.restore_pod.as_ref().map(|r| {
                 if r.done {
                     crate::planner::RestorePodState::Succeeded
@@ -832,21 +859,33 @@ impl Sim {
             raft_term: 1,
             raft_index: pvc.index,
             raft_applied_index: pvc.index,
-            db_size: 0,
-            db_size_in_use: 0,
-            db_size_quota: 0,
+            db_size: self.db.get(&m.id).map_or(0, |d| d.size),
+            db_size_in_use: self.db.get(&m.id).map_or(0, |d| d.in_use),
+            db_size_quota: self.quota,
             version: pod.version.clone(),
             storage_version: format!("{}.0", self.storage.line()),
             downgrade_target: self.downgrade.map(|d| format!("{}.0", d.line())),
             is_learner: m.learner,
-            errors: Vec::new(),
+            errors: self.alarm_errors(),
         })
+    }
+
+    /// The alarms every member reports, as etcd words them.
+    fn alarm_errors(&self) -> Vec<String> {
+        let mut errors = Vec::new();
+        for id in &self.nospace {
+            errors.push(format!("memberID:{id} alarm:NOSPACE "));
+        }
+        if let Some(id) = self.corrupt {
+            errors.push(format!("memberID:{id} alarm:CORRUPT "));
+        }
+        errors
     }
 
     /// Clients write while a quorum works: every healthy member commits the
     /// next index (the others keep what they had).
     pub fn write(&mut self) {
-        if !self.has_quorum() {
+        if !self.has_quorum() || !self.nospace.is_empty() || self.corrupt.is_some() {
             return;
         }
         let healthy: Vec<(u32, u64)> = self
@@ -1263,6 +1302,51 @@ impl Sim {
                 }
                 self.downgrade = Some(target);
                 self.storage = target;
+            }
+            Action::DefragmentMember { id, .. } => {
+                // The member serves nothing while it runs: the others must
+                // keep a quorum.
+                let voters = self.members.iter().filter(|m| !m.learner).count();
+                let target_healthy = self
+                    .members
+                    .iter()
+                    .any(|m| m.id == *id && !m.learner && self.member_healthy(m));
+                let others = self
+                    .healthy_voters()
+                    .saturating_sub(usize::from(target_healthy));
+                if !quorum_before || others < voters / 2 + 1 {
+                    self.violation("a defragmentation that leaves no quorum", &action);
+                }
+                if voters > 1 && self.current_leader() == Some(*id) {
+                    self.violation(
+                        "the leader defragmented without moving leadership first",
+                        &action,
+                    );
+                }
+                if self.corrupt.is_some() {
+                    self.violation("a defragmentation while CORRUPT is raised", &action);
+                }
+                if let Some(db) = self.db.get_mut(id) {
+                    db.size = db.in_use;
+                }
+            }
+            Action::CompactHistory { .. } => {
+                if !quorum_before {
+                    self.violation("a compaction without quorum", &action);
+                }
+                let history = std::mem::take(&mut self.history);
+                for db in self.db.values_mut() {
+                    db.in_use = (db.in_use - history).max(0);
+                }
+            }
+            Action::DisarmNoSpace { .. } => {
+                if !quorum_before {
+                    self.violation("a disarm without quorum", &action);
+                }
+                if self.db.values().any(|d| d.in_use * 10 > self.quota * 9) {
+                    self.violation("NOSPACE disarmed while the data fills the quota", &action);
+                }
+                self.nospace.clear();
             }
             Action::CancelDowngrade { .. } => {
                 if self.downgrade.is_none() {

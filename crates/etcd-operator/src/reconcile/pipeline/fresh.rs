@@ -75,7 +75,11 @@ pub fn is_disruptive(step: &Step, cluster: &str) -> bool {
         | Step::RecordRestore
         | Step::ResetPvcIdentity { .. }
         // Lowers the cluster version: only for the spec as it stands.
-        | Step::EnableDowngrade { .. } => true,
+        | Step::EnableDowngrade { .. }
+        // Drops history older than the revision.
+        | Step::Compact { .. }
+        // Takes a member out of service while it runs.
+        | Step::Defragment { .. } => true,
         // The restore Pod writes a member's volume.
         Step::Apply(Child::Pod(pod)) => pod.name_any() == restore_pod_name(cluster),
         Step::Apply(_)
@@ -86,6 +90,7 @@ pub fn is_disruptive(step: &Step, cluster: &str) -> bool {
         | Step::AdvanceRaftLog { .. }
         | Step::MoveLeader { .. }
         | Step::CancelDowngrade
+        | Step::DisarmAlarms { .. }
         | Step::PatchPodMetadata { .. }
         | Step::ResizePvc { .. } => false,
     }
