@@ -530,17 +530,33 @@ fn catalogue() -> Vec<Invalid> {
         invalid(
             Cluster,
             etcd(json!({ "quotaBackendBytes": 100 })),
-            "etcd.quotaBackendBytes must be between 16 MiB (16777216) and 8 GiB (8589934592)",
-        ),
-        invalid(
-            Cluster,
-            etcd(json!({ "quotaBackendBytes": 0 })),
-            "etcd.quotaBackendBytes must be between 16 MiB",
+            "etcd.quotaBackendBytes must be 0 (derived from storage.size) or between 16 MiB (16777216) and 8 GiB (8589934592)",
         ),
         invalid(
             Cluster,
             etcd(json!({ "quotaBackendBytes": 17179869184_i64 })),
-            "etcd.quotaBackendBytes must be between 16 MiB",
+            "etcd.quotaBackendBytes must be 0 (derived from storage.size) or between 16 MiB",
+        ),
+        // 2 GiB on a 1Gi volume: no room for a defragmentation's copy.
+        invalid(
+            Cluster,
+            etcd(json!({ "quotaBackendBytes": 2147483648_i64 })),
+            "etcd.quotaBackendBytes does not fit storage.size",
+        ),
+        invalid(
+            Cluster,
+            cluster(json!({ "maintenance": { "defrag": { "schedule": "every night" } } })),
+            "maintenance.defrag.schedule must be a cron expression",
+        ),
+        invalid(
+            Cluster,
+            cluster(json!({ "maintenance": { "defrag": { "minReclaimable": "0" } } })),
+            "maintenance.defrag.minReclaimable must be a positive quantity",
+        ),
+        invalid(
+            Cluster,
+            cluster(json!({ "maintenance": { "defrag": { "fragmentedPercent": 101 } } })),
+            "spec.maintenance.defrag.fragmentedPercent",
         ),
         invalid(
             Cluster,
@@ -831,6 +847,7 @@ fn accepted() -> Vec<(Kind, String, Value)> {
                 "memberFailureTimeout": "0",
                 "storage": { "storageClassName": "", "size": 1073741824 },
                 "etcd": { "quotaBackendBytes": 16777216, "autoCompactionMode": "revision", "autoCompactionRetention": "1000" },
+                "maintenance": { "defrag": { "schedule": "@daily", "fragmentedPercent": 0 } },
                 "pod": {
                     "resources": { "requests": { "cpu": "100m", "memory": "256Mi" }, "limits": { "cpu": 2, "memory": "256Mi" } },
                     "labels": { "team": "storage", "example.com/tier": "" },
@@ -846,7 +863,9 @@ fn accepted() -> Vec<(Kind, String, Value)> {
             "largest".into(),
             cluster(json!({
                 "memberFailureTimeout": "1h30m",
+                "storage": { "storageClassName": "lab-network", "size": "17Gi" },
                 "etcd": { "quotaBackendBytes": 8589934592_i64, "autoCompactionRetention": "1.5h" },
+                "maintenance": { "defrag": { "schedule": "0 3 * * *", "fragmentedPercent": 30, "minReclaimable": "1Gi" } },
                 "recovery": { "policy": "NewestSurvivor", "source": "Backup", "backup": { "destination": s3(), "clusterName": "source", "namespace": "prod", "backupName": "full-20260301T120000.000Z-r4213", "revision": 4300 } },
             })),
         ),
