@@ -7,12 +7,12 @@
 //!
 //! 1. operator on the lab (`rollout/on_lab.rs`): an `EtcdCluster` created on
 //!    3.6.16 and Available, one put every 10 ms through its Ready member
-//!    Pods (`rollout/load.rs`), `spec.version` patched to 3.7.3; the longest
+//!    Pods (`shared/load.rs`), `spec.version` patched to 3.7.3; the longest
 //!    time between two acknowledged writes, the failed requests, the time
 //!    until every member runs 3.7.3 and the cluster is Available, and the
 //!    acknowledged writes read back (none may be lost);
-//! 2. etcd alone (`rollout/etcd_alone.rs`): as many etcd 3.6.16 processes on
-//!    loopback under the same load: the leader SIGKILLed (etcd's election),
+//! 2. etcd alone (`rollout/etcd_alone.rs`, on `shared/etcd_cluster.rs`): as
+//!    many etcd 3.6.16 processes on loopback under the same load: the leader SIGKILLed (etcd's election),
 //!    and the upgrade done by hand (followers, then the leader after moving
 //!    leadership, each stopped cleanly and started on its data with 3.7.3).
 //!
@@ -26,7 +26,14 @@
 
 #[path = "rollout/etcd_alone.rs"]
 mod etcd_alone;
-#[path = "rollout/load.rs"]
+// Shared with the defragmentation bench, which uses other parts of them.
+#[path = "shared/etcd_cluster.rs"]
+#[allow(dead_code)]
+mod etcd_cluster;
+#[path = "shared/lab_cluster.rs"]
+mod lab_cluster;
+#[path = "shared/load.rs"]
+#[allow(dead_code)]
 mod load;
 #[path = "rollout/on_lab.rs"]
 mod on_lab;

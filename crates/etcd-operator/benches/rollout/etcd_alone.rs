@@ -15,13 +15,14 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, StatusResponse};
+use etcd_client::Client;
 use serde_json::{Value, json};
 use test_kit::TestResult;
 use test_kit::e2e::etcd_at;
-use test_kit::etcd_process::{EtcdProcess, READY_TIMEOUT, initial_cluster};
+use test_kit::etcd_process::{READY_TIMEOUT, initial_cluster};
 use test_kit::figures::{round3, summary};
 
+use crate::etcd_cluster::{Cluster, member_id, status_at};
 use crate::load::{self, PacedWriter, Record, follow_endpoints};
 use crate::{ELECTION_TIMEOUT_MS, HEARTBEAT_MS, HOLD, TO_VERSION, WARM_UP};
 
@@ -33,71 +34,14 @@ const CATCH_UP_ENTRIES: u64 = 1000;
 /// How long a clean stop may take.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A fresh cluster of `size` members of the old release, serving.
-struct Cluster {
-    token: String,
-    members: Vec<EtcdProcess>,
-    // Dropped after the processes.
-    _dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    async fn start(size: usize, token: &str) -> TestResult<Self> {
-        let dir = tempfile::tempdir()?;
-        let timing = [
-            format!("--heartbeat-interval={HEARTBEAT_MS}"),
-            format!("--election-timeout={ELECTION_TIMEOUT_MS}"),
-        ];
-        let timing: Vec<&str> = timing.iter().map(String::as_str).collect();
-        let mut members: Vec<EtcdProcess> = (0..size)
-            .map(|i| EtcdProcess::new(dir.path(), &format!("m{i}")).with_args(&timing))
-            .collect();
-        let initial = initial_cluster(&members);
-        for member in &mut members {
-            member.start(&initial, "new", token)?;
-        }
-        for member in &members {
-            member.wait_serving(READY_TIMEOUT).await?;
-        }
-        Ok(Self {
-            token: token.to_owned(),
-            members,
-            _dir: dir,
-        })
-    }
-
-    fn endpoints(&self) -> Vec<String> {
-        self.members.iter().map(|m| m.client_url.clone()).collect()
-    }
-
-    /// Member ID and status of each member that answers, by index.
-    async fn statuses(&self) -> Vec<(usize, StatusResponse)> {
-        let mut out = Vec::new();
-        for (i, member) in self.members.iter().enumerate() {
-            if let Ok(status) = status_at(&member.client_url).await {
-                out.push((i, status));
-            }
-        }
-        out
-    }
-
-    /// The index of the leader, and its applied index.
-    async fn leader(&self) -> TestResult<(usize, u64)> {
-        let statuses = self.statuses().await;
-        statuses
-            .iter()
-            .find(|(_, s)| member_id(s) == s.leader() && s.leader() != 0)
-            .map(|(i, s)| (*i, s.raft_applied_index()))
-            .ok_or_else(|| "no member says it leads".into())
-    }
-}
-
-async fn status_at(endpoint: &str) -> TestResult<StatusResponse> {
-    Ok(etcd_at(vec![endpoint.to_owned()]).await?.status().await?)
-}
-
-fn member_id(status: &StatusResponse) -> u64 {
-    status.header().map(|h| h.member_id()).unwrap_or_default()
+/// A fresh cluster of `size` members of the old release with the
+/// operator's heartbeat and election timeout, serving.
+async fn start_cluster(size: usize, token: &str) -> TestResult<Cluster> {
+    let timing = [
+        format!("--heartbeat-interval={HEARTBEAT_MS}"),
+        format!("--election-timeout={ELECTION_TIMEOUT_MS}"),
+    ];
+    Cluster::start(size, token, &timing).await
 }
 
 /// Leader elections with `size` members, `runs` times.
@@ -136,7 +80,7 @@ pub async fn election(size: usize, runs: usize) -> TestResult<Value> {
 }
 
 async fn one_election(size: usize, run: usize) -> TestResult<Value> {
-    let mut cluster = Cluster::start(size, &format!("rollout-election-{size}-{run}")).await?;
+    let mut cluster = start_cluster(size, &format!("rollout-election-{size}-{run}")).await?;
     let client = load::client(&cluster.endpoints()).await?;
     let writer = PacedWriter::start(client, &format!("/election/{size}/{run}/"));
     tokio::time::sleep(WARM_UP).await;
@@ -238,7 +182,7 @@ pub async fn roll_by_hand(size: usize, runs: usize) -> TestResult<Value> {
 }
 
 async fn one_roll(size: usize, run: usize, binary: &Path) -> TestResult<Value> {
-    let mut cluster = Cluster::start(size, &format!("rollout-roll-{size}-{run}")).await?;
+    let mut cluster = start_cluster(size, &format!("rollout-roll-{size}-{run}")).await?;
     let mut current: BTreeSet<String> = cluster.endpoints().into_iter().collect();
     let client = load::client(&cluster.endpoints()).await?;
     let writer = PacedWriter::start(client.clone(), &format!("/roll/{size}/{run}/"));

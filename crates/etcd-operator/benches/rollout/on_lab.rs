@@ -5,14 +5,14 @@
 //! figures and a timeline of what was seen (the operator's last operation,
 //! Pods deleted and Ready again, the leader) to tell where the time went.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use etcd_operator::api::identity::cluster_selector;
 use etcd_operator::api::pod_revision::TEMPLATE_HASH_ANNOTATION;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use test_kit::TestResult;
@@ -22,6 +22,7 @@ use test_kit::figures::{load_average, round3, summary};
 use test_kit::poll::wait_for_every;
 use tokio::task::JoinHandle;
 
+use crate::lab_cluster::{delete_cluster, ready_endpoints};
 use crate::load::{self, PacedWriter, follow_endpoints};
 use crate::{FROM_VERSION, HOLD, TO_VERSION, WARM_UP};
 
@@ -224,15 +225,6 @@ impl Drop for Aborted {
     }
 }
 
-/// Client endpoints (by pod IP) of the Ready member Pods not being deleted.
-async fn ready_endpoints(pods: &Api<Pod>, selector: &str) -> TestResult<BTreeSet<String>> {
-    let list = ListParams::default().labels(selector);
-    Ok(test_kit::writer::ready_endpoints_of(pods, &list)
-        .await?
-        .into_iter()
-        .collect())
-}
-
 /// Pod name → template hash of the member Pods.
 async fn templates(pods: &Api<Pod>, selector: &str) -> TestResult<BTreeMap<String, String>> {
     Ok(pods
@@ -417,30 +409,4 @@ impl Timeline {
             .cloned()
             .collect()
     }
-}
-
-/// Deletes cluster `name`, waits for its Pods to go, and deletes its PVCs.
-async fn delete_cluster(h: &Harness, name: &str) -> TestResult {
-    h.clusters.delete(name, &DeleteParams::default()).await?;
-    let selector = cluster_selector(name);
-    wait_for_every(
-        &format!("the Pods of {name} gone"),
-        Duration::from_secs(180),
-        POLL,
-        || async {
-            Ok(h.pods
-                .list(&ListParams::default().labels(&selector))
-                .await?
-                .items
-                .is_empty())
-        },
-    )
-    .await?;
-    h.pvcs
-        .delete_collection(
-            &DeleteParams::default(),
-            &ListParams::default().labels(&selector),
-        )
-        .await?;
-    Ok(())
 }

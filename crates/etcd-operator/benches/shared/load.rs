@@ -1,9 +1,10 @@
-//! The client load of the rollout bench: one small put every [`INTERVAL`],
-//! each in its own task and given [`TIMEOUT`], whatever became of the
-//! earlier ones (an open loop: a stall shows as failed requests and as a gap
-//! between acknowledgements, not as fewer requests). Every request's outcome
-//! is recorded with the time it came; key N gets `value-N` once, so reading
-//! the keys back afterwards tells whether an acknowledged write was lost.
+//! The client load of the rollout and defragmentation benches: one small
+//! put every [`INTERVAL`], each in its own task and given [`TIMEOUT`],
+//! whatever became of the earlier ones (an open loop: a stall shows as
+//! failed requests and as a gap between acknowledgements, not as fewer
+//! requests). Every request's outcome is recorded with the times it was sent
+//! and came back; key N gets `value-N` once, so reading the keys back
+//! afterwards tells whether an acknowledged write was lost.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use etcd_client::{Client, ConnectOptions, GetOptions, PutOptions};
 use serde_json::{Value, json};
 use test_kit::TestResult;
 use test_kit::e2e::{etcd_at, key, value};
-use test_kit::figures::round3;
+use test_kit::figures::{percentile, round3};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::MissedTickBehavior;
 
@@ -61,6 +62,7 @@ pub struct PacedWriter {
 #[derive(Debug, Clone)]
 struct Outcome {
     n: usize,
+    sent: Instant,
     done: Instant,
     error: Option<String>,
 }
@@ -108,6 +110,7 @@ async fn write(client: Client, prefix: String, stop: Arc<AtomicBool>) -> Vec<Out
         let mut client = client.clone();
         let (key, value) = (key(&prefix, n), value(n));
         requests.spawn(async move {
+            let sent = Instant::now();
             let put = client.put(key, value, None::<PutOptions>);
             let error = match tokio::time::timeout(TIMEOUT, put).await {
                 Ok(Ok(_)) => None,
@@ -116,6 +119,7 @@ async fn write(client: Client, prefix: String, stop: Arc<AtomicBool>) -> Vec<Out
             };
             Outcome {
                 n,
+                sent,
                 done: Instant::now(),
                 error,
             }
@@ -247,6 +251,45 @@ impl Record {
             "failed": self.failed(),
             "failed_by_kind": self.errors_by_kind(),
             "lost": lost,
+        })
+    }
+}
+
+impl Record {
+    /// The figures of the window `[from, to]`: the longest gap between two
+    /// acknowledgements in a row that overlaps it, and the requests sent
+    /// within it: how many, how many failed (by kind), and their latency (a
+    /// failed request counts with the time it took to fail).
+    pub fn window_figures(&self, from: Instant, to: Instant) -> Value {
+        let acks = self.acks();
+        let gap = std::iter::once(self.started)
+            .chain(acks.iter().copied())
+            .zip(acks.iter().copied())
+            .filter(|&(before, after)| after > from && before < to)
+            .map(|(before, after)| after.duration_since(before).as_secs_f64())
+            .reduce(f64::max);
+        let sent: Vec<&Outcome> = self
+            .outcomes
+            .iter()
+            .filter(|o| o.sent >= from && o.sent <= to)
+            .collect();
+        let mut latencies_ms: Vec<f64> = sent
+            .iter()
+            .map(|o| o.done.duration_since(o.sent).as_secs_f64() * 1000.0)
+            .collect();
+        latencies_ms.sort_by(f64::total_cmp);
+        let mut failed_by_kind: BTreeMap<&str, usize> = BTreeMap::new();
+        for error in sent.iter().filter_map(|o| o.error.as_deref()) {
+            *failed_by_kind.entry(error).or_default() += 1;
+        }
+        json!({
+            "longest_gap_s": gap.map(round3),
+            "attempted": sent.len(),
+            "failed": sent.iter().filter(|o| o.error.is_some()).count(),
+            "failed_by_kind": failed_by_kind,
+            "latency_p50_ms": (!latencies_ms.is_empty()).then(|| round3(percentile(&latencies_ms, 50.0))),
+            "latency_p99_ms": (!latencies_ms.is_empty()).then(|| round3(percentile(&latencies_ms, 99.0))),
+            "latency_max_ms": latencies_ms.last().copied().map(round3),
         })
     }
 }
