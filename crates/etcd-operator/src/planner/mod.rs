@@ -35,7 +35,7 @@ pub use context::first_token_of;
 pub use membership::{HEALTH_STABILITY, quorum};
 pub use observed::{
     Children, GuardRefusal, NodeState, Observed, OrdinalObjects, PodPhase, PodState, PvcPhase,
-    PvcState, RestorePodState, TemplateMetadata, VolumeKind,
+    PvcState, RestorePodState, TemplateMetadata, VolumeKind, VolumeSpace,
 };
 pub use release::{Release, ReleaseStep};
 pub use rollout::{Progress, ROLLOUT_STALL};

@@ -57,6 +57,8 @@ pub struct Snapshot {
     pub etcd: ObservedEtcd,
     /// The endpoints that were dialled.
     pub endpoints: Vec<String>,
+    /// What each member Pod's `volume-usage` sidecar said, by ordinal.
+    pub volume_usage: BTreeMap<u32, crate::planner::VolumeSpace>,
 }
 
 impl Snapshot {
@@ -225,12 +227,16 @@ pub async fn observe(
         "http",
         CLIENT_PORT,
     );
-    let etcd = if endpoints.is_empty() {
-        ObservedEtcd::nothing_observed()
-    } else {
-        crate::etcd::observe(endpoints.clone(), etcd_settings).await
+    let etcd = async {
+        if endpoints.is_empty() {
+            ObservedEtcd::nothing_observed()
+        } else {
+            crate::etcd::observe(endpoints.clone(), etcd_settings).await
+        }
     };
+    let (etcd, volume_usage) = futures::join!(etcd, volume_usage(&pods));
     Ok(Snapshot {
+        volume_usage,
         pods,
         pvcs,
         unowned,
@@ -241,6 +247,48 @@ pub async fn observe(
         etcd,
         endpoints,
     })
+}
+
+/// How long a member Pod's `volume-usage` sidecar has to answer.
+const VOLUME_USAGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Asks the `volume-usage` sidecar of every running member Pod that has
+/// one, at once; a sidecar that does not answer is left out (the member's
+/// volume is then not reported, nothing else follows from it).
+async fn volume_usage(pods: &[Pod]) -> BTreeMap<u32, crate::planner::VolumeSpace> {
+    let asks = pods.iter().filter_map(|pod| {
+        let ordinal: u32 = pod.labels().get(ORDINAL_LABEL)?.parse().ok()?;
+        let has_sidecar = pod
+            .spec
+            .as_ref()?
+            .containers
+            .iter()
+            .any(|c| c.name == crate::resources::VOLUME_USAGE_CONTAINER);
+        let status = pod.status.as_ref()?;
+        let ip = status.pod_ip.clone().filter(|ip| !ip.is_empty())?;
+        (has_sidecar && status.phase.as_deref() == Some("Running")).then_some((ordinal, ip))
+    });
+    let answers = futures::future::join_all(asks.map(|(ordinal, ip)| async move {
+        let usage = super::volume_usage::read(&ip, VOLUME_USAGE_TIMEOUT).await;
+        if let Err(error) = &usage {
+            tracing::debug!(%ip, "volume usage not read: {error}");
+        }
+        (ordinal, usage.ok())
+    }))
+    .await;
+    answers
+        .into_iter()
+        .filter_map(|(ordinal, usage)| {
+            let usage = usage?;
+            Some((
+                ordinal,
+                crate::planner::VolumeSpace {
+                    capacity: i64::try_from(usage.capacity_bytes).unwrap_or(i64::MAX),
+                    available: i64::try_from(usage.available_bytes).unwrap_or(i64::MAX),
+                },
+            ))
+        })
+        .collect()
 }
 
 /// The StorageClass named `name` (the default class when `None` or

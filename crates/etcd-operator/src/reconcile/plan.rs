@@ -144,7 +144,7 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
     Observed {
         restore_pod,
         unowned: snapshot.unowned.clone(),
-        volume_usage: BTreeMap::new(),
+        volume_usage: snapshot.volume_usage.clone(),
         volume_expansion_allowed: snapshot
             .storage
             .class

@@ -97,6 +97,7 @@ fn snapshot() -> Snapshot {
             .collect(),
         etcd: ObservedEtcd::nothing_observed(),
         endpoints: Vec::new(),
+        volume_usage: BTreeMap::new(),
     }
 }
 
