@@ -262,6 +262,11 @@ pub struct IncrementalBackupStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_window_seconds: Option<i64>,
 
+    /// The recovery point: every write acknowledged before this time is
+    /// durable (a restore brings it back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_point: Option<Time>,
+
     /// Gaps seen since the schedule was created: a chain that cannot be
     /// continued (history compacted, segment missing or corrupt, cluster
     /// replaced). Each one starts a new full backup at once.

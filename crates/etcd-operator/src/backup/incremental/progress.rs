@@ -81,6 +81,7 @@ impl IncrementalProgress {
             segments: i64::try_from(self.segments).unwrap_or(i64::MAX),
             durable_revision: self.durable_revision,
             loss_window_seconds: self.loss_window(now).map(|w| w.num_seconds()),
+            recovery_point: self.durable_at.map(to_kube),
             gaps: i64::try_from(self.gaps).unwrap_or(i64::MAX),
             last_gap: self.last_gap.as_ref().map(|(gap, _)| gap.to_string()),
             last_gap_time: self.last_gap.as_ref().map(|(_, at)| to_kube(*at)),
