@@ -1,13 +1,20 @@
 //! The watcher: follows the newest full backup, watches the whole keyspace
-//! from the revision after the chain's end and writes segments; reports
-//! gaps and starts a new full backup (and so a new chain) at once.
+//! after the chain's end and writes segments; reports gaps and starts a new
+//! full backup (and so a new chain) at once.
 //!
 //! - A segment is closed every `interval`, or as soon as it holds
 //!   `max_segment_bytes` (checked between watch responses, which etcd fills
 //!   with whole revisions, so a revision never spans two segments). An
 //!   interval without events writes nothing; the watcher asks etcd for its
-//!   watch progress instead, which moves the durable point of an idle
-//!   cluster.
+//!   watch progress instead: etcd answers with its current revision once
+//!   it has sent every event up to it, which moves the recovery point of
+//!   an idle cluster and keeps its loss window at zero.
+//! - The watch starts at the chain's last revision itself, not the one
+//!   after: etcd answers a progress request only at or past a watch's
+//!   start revision, so a watch started after the current revision of a
+//!   quiet cluster would never be answered. The events of that revision
+//!   are already durable and skipped. When etcd has compacted exactly that
+//!   revision, the watch starts after it.
 //! - Memory holds one segment (plus one watch response).
 //! - A failed upload (after its retries), a broken watch or an unreachable
 //!   cluster drop the unwritten events and resume, after back-off, from the
@@ -30,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use super::buffer::SegmentBuffer;
 use super::chain::{ChainGap, GapKind, segment_chain};
 use super::format::{EventKind, SegmentEvent};
-use super::progress::IncrementalProgress;
+use super::progress::{IncrementalProgress, answer_within};
 use super::segment::{SegmentMetadata, base_name, store_segment};
 use crate::backup::restore::sealed_like_store;
 use crate::backup::{
@@ -174,6 +181,7 @@ pub fn spawn(
 ) -> IncrementalHandle {
     let progress = IncrementalProgress {
         gaps: options.gaps_before,
+        answer_within: answer_within(options.interval),
         ..IncrementalProgress::default()
     };
     let (progress_tx, progress_rx) = watch::channel(progress);
@@ -190,6 +198,8 @@ pub fn spawn(
         bases_open: true,
         needs_full: None,
         failures: 0,
+        received_high: 0,
+        compacted: 0,
     };
     let task = tokio::spawn(watcher.run(cancel.clone()));
     IncrementalHandle {
@@ -229,6 +239,12 @@ struct Watcher {
     /// A gap was seen and no full backup taken since.
     needs_full: Option<DateTime<Utc>>,
     failures: u32,
+    /// The newest revision any watch has delivered (durable or not): the
+    /// writes up to it count as pending until the recovery point reaches
+    /// it, across reconnections.
+    received_high: i64,
+    /// The newest revision etcd said it compacted.
+    compacted: i64,
 }
 
 impl Watcher {
@@ -337,12 +353,16 @@ impl Watcher {
             .as_ref()
             .map_or(base.started_at, |s| s.closed_at);
         let name = base_name(&base);
+        let covers_received = last_revision >= self.received_high;
         self.progress.send_modify(|p| {
             p.base = Some(name.clone());
             p.base_revision = Some(base.revision);
             p.segments = segments.len() as u64;
             p.last_segment = last_segment;
             p.durable_revision = Some(last_revision);
+            if covers_received {
+                p.pending_since = None;
+            }
             // Switching to a newer full backup: the previous chain was
             // closed first, so what was durable stays durable.
             p.durable_at = Some(p.durable_at.map_or(durable_at, |at| at.max(durable_at)));
@@ -406,7 +426,8 @@ impl Watcher {
             endpoint: endpoints.join(","),
             message,
         };
-        let mut stream = open_watch(&endpoints, position.last_revision + 1, &self.options)
+        let from = first_watched(position.last_revision, self.compacted);
+        let mut stream = open_watch(&endpoints, from, &self.options)
             .await
             .map_err(|e| etcd_error(format!("open the watch: {e}")))?;
         let mut buffer = SegmentBuffer::new();
@@ -481,7 +502,14 @@ impl Watcher {
                     };
                     if response.canceled() {
                         self.flush(position, &mut buffer).await?;
-                        if response.compact_revision() > 0 {
+                        let compacted = response.compact_revision();
+                        if compacted > 0 && compacted <= position.last_revision + 1 {
+                            // Only the revision watched again is gone: watch
+                            // after it, no write is missing.
+                            self.compacted = self.compacted.max(compacted);
+                            return Ok(WatchEnd::Restart);
+                        }
+                        if compacted > 0 {
                             self.gap(ChainGap {
                                 kind: GapKind::Compacted,
                                 after_revision: position.last_revision,
@@ -526,6 +554,7 @@ impl Watcher {
                         continue;
                     }
                     let now = Utc::now();
+                    let delivered_before = received;
                     for event in response.events() {
                         let Some(event) = segment_event(event) else {
                             continue;
@@ -545,6 +574,9 @@ impl Watcher {
                             location: endpoints.join(","),
                             reason: error.into(),
                         })?;
+                    }
+                    if received > delivered_before {
+                        self.delivered(received, now);
                     }
                     if buffer.is_full(self.options.max_segment_bytes) {
                         self.flush(position, &mut buffer).await?;
@@ -574,23 +606,40 @@ impl Watcher {
             "incremental segment written"
         );
         let segments = position.segments;
+        let covers_received = segment.last_revision >= self.received_high;
         self.progress.send_modify(|p| {
             p.segments = segments;
             p.durable_revision = Some(segment.last_revision);
             p.durable_at = Some(segment.closed_at);
+            if covers_received {
+                p.pending_since = None;
+            }
             p.last_segment = Some(segment);
             p.last_error = None;
         });
         Ok(())
     }
 
-    /// etcd confirmed that nothing happened after `revision`: everything is
-    /// durable up to it, now.
+    /// The watch delivered writes up to `revision` at `now`: they wait to
+    /// be durable since then, unless older ones already do.
+    fn delivered(&mut self, revision: i64, now: DateTime<Utc>) {
+        self.received_high = self.received_high.max(revision);
+        self.progress.send_if_modified(|p| {
+            let waiting = p.pending_since.is_none();
+            p.pending_since.get_or_insert(now);
+            waiting
+        });
+    }
+
+    /// etcd confirmed that nothing happened after `revision` and every write
+    /// the watch delivered is durable: everything is durable up to it, now.
     fn mark_idle(&mut self, revision: i64) {
         self.failures = 0;
+        self.received_high = self.received_high.max(revision);
         self.progress.send_modify(|p| {
             p.durable_revision = Some(p.durable_revision.unwrap_or(0).max(revision));
             p.durable_at = Some(Utc::now());
+            p.pending_since = None;
             p.last_error = None;
         });
     }
@@ -640,6 +689,19 @@ async fn open_watch(
         .await
 }
 
+/// The first revision a watch asks for when every write up to
+/// `last_revision` is durable: `last_revision` itself, so that etcd answers
+/// progress requests before the next write (it answers only at or past the
+/// watch's start revision); the one after when etcd has compacted
+/// `last_revision` away (a watch before the compacted revision fails).
+fn first_watched(last_revision: i64, compacted: i64) -> i64 {
+    if compacted > last_revision {
+        last_revision + 1
+    } else {
+        last_revision.max(1)
+    }
+}
+
 /// `min` doubling per failure, capped at `max`.
 fn back_off(failures: u32, min: Duration, max: Duration) -> Duration {
     let exponent = failures.saturating_sub(1).min(16);
@@ -656,5 +718,13 @@ mod tests {
         assert_eq!(back_off(1, min, max), Duration::from_secs(1));
         assert_eq!(back_off(3, min, max), Duration::from_secs(4));
         assert_eq!(back_off(40, min, max), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_watch_starts_at_the_durable_revision_unless_compacted() {
+        assert_eq!(first_watched(41, 0), 41);
+        assert_eq!(first_watched(41, 41), 41, "revision 41 itself is kept");
+        assert_eq!(first_watched(41, 42), 42);
+        assert_eq!(first_watched(0, 0), 1, "0 would mean from now on");
     }
 }
