@@ -20,7 +20,7 @@ use etcd_operator::backup::{
 };
 use tokio::sync::mpsc;
 
-use test_kit::backup_scenarios::{backup_of, local_store};
+use test_kit::backup_scenarios::{backup_of, local_store, nightly_options, schedule_writer};
 use test_kit::etcd_data::write_keys;
 use test_kit::etcd_process::{LocalCluster, restore_and_start};
 
@@ -37,6 +37,7 @@ fn start_watcher(store: &BackupStore, cluster: &LocalCluster) -> IncrementalHand
         max_segment_bytes: MAX_SEGMENT_BYTES,
         min_back_off: Duration::from_millis(200),
         max_back_off: Duration::from_secs(2),
+        snapshot: nightly_options(),
         ..IncrementalOptions::new("prod", "main")
     };
     spawn(store.clone(), fixed_endpoints(cluster.endpoints()), options)
@@ -493,9 +494,15 @@ async fn compaction_and_corruption_are_gaps_answered_by_a_new_full_backup() {
     // leaves empty directories behind).
     let chains = root.path().join("backups/prod/main/incremental");
     assert!(files_under(&chains) >= 4);
-    apply_retention(&store, 1, None, chrono::Utc::now())
-        .await
-        .expect("retention");
+    apply_retention(
+        &store,
+        &schedule_writer("nightly"),
+        1,
+        None,
+        chrono::Utc::now(),
+    )
+    .await
+    .expect("retention");
     assert_eq!(list_backups(&store).await.expect("list").len(), 1);
     assert_eq!(
         files_under(&chains),

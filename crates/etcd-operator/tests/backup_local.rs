@@ -1,14 +1,14 @@
 //! Full backups of real etcd clusters into the local-path destination:
 //! taken from a follower, verified, restored with the pinned `etcdutl` and
 //! served again with every key; corrupted and truncated backups refused;
-//! retention by count. No mocks.
+//! retention by count, of each schedule's own backups only. No mocks.
 
 use etcd_operator::backup::{
     BackupError, BackupErrorCategory, SnapshotOptions, apply_retention, download_backup,
     list_backups, take_backup, verify_backup,
 };
 
-use test_kit::backup_scenarios::{backup_of, local_store};
+use test_kit::backup_scenarios::{backup_of, local_store, schedule_writer};
 use test_kit::etcd_data::{count_under, write_keys};
 use test_kit::etcd_process::{LocalCluster, restore_and_start};
 
@@ -135,9 +135,15 @@ async fn retention_keeps_the_newest_backups() {
             .expect("backup");
         revisions.push(taken.metadata.revision);
     }
-    let outcome = apply_retention(&store, 2, None, chrono::Utc::now())
-        .await
-        .expect("retention");
+    let outcome = apply_retention(
+        &store,
+        &schedule_writer("nightly"),
+        2,
+        None,
+        chrono::Utc::now(),
+    )
+    .await
+    .expect("retention");
     assert_eq!(outcome.kept, 2);
     assert_eq!(outcome.deleted.len(), 2);
     let left: Vec<i64> = list_backups(&store)
@@ -151,6 +157,60 @@ async fn retention_keeps_the_newest_backups() {
         .expect("dir")
         .count();
     assert_eq!(files, 4, "two snapshots and their metadata");
+}
+
+/// Two schedules back up one cluster into one destination, `count: 1`
+/// each, in turns; a backup from before writers were recorded sits there
+/// too. After each schedule's retention, each has exactly its newest
+/// backup, and the unattributed one is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neighbouring_schedules_keep_their_own_newest_backup() {
+    let cluster = LocalCluster::start(1).await;
+    let mut client = cluster.client().await;
+    let root = tempfile::tempdir().expect("tempdir");
+    let store = local_store(root.path());
+    let schedules = [schedule_writer("nightly"), schedule_writer("hourly")];
+    let legacy = take_backup(
+        &store,
+        &cluster.endpoints(),
+        "prod",
+        "main",
+        &SnapshotOptions::default(),
+    )
+    .await
+    .expect("backup without a writer")
+    .metadata;
+    let mut newest = [None, None];
+    for round in 0..3 {
+        for (index, writer) in schedules.iter().enumerate() {
+            client
+                .put(format!("round-{round}-{index}"), "x", None)
+                .await
+                .expect("put");
+            let options = SnapshotOptions::default().written_by(writer.clone());
+            let taken = take_backup(&store, &cluster.endpoints(), "prod", "main", &options)
+                .await
+                .expect("backup");
+            assert_eq!(taken.metadata.written_by.as_ref(), Some(writer));
+            let outcome = apply_retention(&store, writer, 1, None, chrono::Utc::now())
+                .await
+                .expect("retention");
+            assert_eq!(outcome.kept, 1, "{writer}: {outcome:?}");
+            assert_eq!(outcome.unattributed, 1, "{writer}: {outcome:?}");
+            assert_eq!(outcome.deleted.len(), usize::from(round > 0), "{outcome:?}");
+            newest[index] = Some(taken.metadata);
+        }
+    }
+    let mut left = list_backups(&store).await.expect("list");
+    left.sort_by_key(|b| b.started_at);
+    let mut expected: Vec<_> = std::iter::once(legacy)
+        .chain(newest.into_iter().flatten())
+        .collect();
+    expected.sort_by_key(|b| b.started_at);
+    assert_eq!(left, expected);
+    for backup in &left {
+        verify_backup(&store, backup).await.expect("intact");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,8 +11,8 @@ use std::path::Path;
 
 use etcd_operator::api::{BackupDestination, LocalDestination, S3Destination};
 use etcd_operator::backup::{
-    BackupError, BackupErrorCategory, BackupStore, PART_SIZE, SnapshotOptions, TakenBackup,
-    apply_retention, download_backup, keys, list_backups, take_backup, verify_backup,
+    BackupError, BackupErrorCategory, BackupStore, BackupWriter, PART_SIZE, SnapshotOptions,
+    TakenBackup, apply_retention, download_backup, keys, list_backups, take_backup, verify_backup,
 };
 use object_store::{ObjectStoreExt, PutPayload};
 
@@ -35,20 +35,29 @@ pub fn local_store(root: &Path) -> BackupStore {
         .expect("local store")
 }
 
+/// The schedule the backup tests write as: `EtcdBackupSchedule
+/// prod/<name>`.
+pub fn schedule_writer(name: &str) -> BackupWriter {
+    BackupWriter {
+        kind: "EtcdBackupSchedule".to_string(),
+        namespace: "prod".to_string(),
+        name: name.to_string(),
+        uid: format!("uid-of-{name}"),
+    }
+}
+
+/// The snapshot options of the tests' schedule `prod/nightly`.
+pub fn nightly_options() -> SnapshotOptions {
+    SnapshotOptions::default().written_by(schedule_writer("nightly"))
+}
+
 /// A full backup of cluster `prod/main` served by `endpoints`, with the
-/// default snapshot options.
+/// default snapshot options, written by schedule `prod/nightly`.
 pub async fn backup_of(
     store: &BackupStore,
     endpoints: &[String],
 ) -> Result<TakenBackup, BackupError> {
-    take_backup(
-        store,
-        endpoints,
-        "prod",
-        "main",
-        &SnapshotOptions::default(),
-    )
-    .await
+    take_backup(store, endpoints, "prod", "main", &nightly_options()).await
 }
 
 /// The S3 server at `url` as a user's destination (bucket `bucket`, prefix
@@ -182,9 +191,15 @@ pub async fn retention_keeps_the_newest(store: &BackupStore) {
         );
     }
     assert_eq!(list_backups(store).await.expect("list").len(), 3);
-    let outcome = apply_retention(store, 1, None, chrono::Utc::now())
-        .await
-        .expect("retention");
+    let outcome = apply_retention(
+        store,
+        &schedule_writer("nightly"),
+        1,
+        None,
+        chrono::Utc::now(),
+    )
+    .await
+    .expect("retention");
     assert_eq!((outcome.kept, outcome.deleted.len()), (1, 2));
     let left = list_backups(store).await.expect("list");
     assert_eq!(left, vec![taken[2].clone()]);

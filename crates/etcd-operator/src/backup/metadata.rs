@@ -3,6 +3,7 @@
 //! written after the snapshot object and deleted before it.
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use kube::{Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use super::encryption::EncryptionInfo;
@@ -59,6 +60,55 @@ pub struct BackupMetadata {
     pub started_at: DateTime<Utc>,
     /// When the snapshot object was complete.
     pub completed_at: DateTime<Utc>,
+    /// The object whose controller took the backup; absent in backups
+    /// written before writers were recorded (and in those taken by other
+    /// tools). Retention deletes only backups of its own writer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_by: Option<BackupWriter>,
+}
+
+/// Who took a backup: the `EtcdBackupSchedule` or `EtcdBackup` whose
+/// controller wrote it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupWriter {
+    /// Kind of the object (`EtcdBackupSchedule`, `EtcdBackup`).
+    pub kind: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its UID when it wrote the backup, for people tracing a backup to
+    /// an object; empty when unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+impl BackupWriter {
+    /// The writer of the backups taken for `object` (an
+    /// `EtcdBackupSchedule` or an `EtcdBackup`).
+    pub fn of<K: Resource<DynamicType = ()>>(object: &K) -> Self {
+        Self {
+            kind: K::kind(&()).into_owned(),
+            namespace: object.namespace().unwrap_or_default(),
+            name: object.name_any(),
+            uid: object.uid().unwrap_or_default(),
+        }
+    }
+
+    /// Whether `other` is the same writer: same kind, namespace and name.
+    /// The UID is not compared, so that a schedule deleted and created
+    /// again under its name (a re-applied manifest) keeps pruning the
+    /// backups its predecessor wrote instead of leaving them forever.
+    pub fn is(&self, other: &BackupWriter) -> bool {
+        self.kind == other.kind && self.namespace == other.namespace && self.name == other.name
+    }
+}
+
+impl std::fmt::Display for BackupWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
 }
 
 impl BackupMetadata {
@@ -132,7 +182,47 @@ mod tests {
             "completedAt":"2026-01-02T03:04:06Z"}"#;
         let metadata: BackupMetadata = serde_json::from_str(json).expect("format 1");
         assert_eq!(metadata.encryption, None);
+        assert_eq!(metadata.written_by, None, "no writer recorded");
         let written = serde_json::to_string(&metadata).expect("json");
         assert!(!written.contains("encryption"), "{written}");
+        assert!(!written.contains("writtenBy"), "{written}");
+    }
+
+    #[test]
+    fn the_writer_is_recorded_and_compared_without_its_uid() {
+        let writer = BackupWriter {
+            kind: "EtcdBackupSchedule".into(),
+            namespace: "prod".into(),
+            name: "nightly".into(),
+            uid: "u-1".into(),
+        };
+        let value = serde_json::to_value(&writer).expect("json");
+        assert_eq!(
+            value,
+            serde_json::json!({"kind": "EtcdBackupSchedule", "namespace": "prod",
+                "name": "nightly", "uid": "u-1"})
+        );
+        let recreated = BackupWriter {
+            uid: "u-2".into(),
+            ..writer.clone()
+        };
+        assert!(writer.is(&recreated));
+        for other in [
+            BackupWriter {
+                name: "hourly".into(),
+                ..writer.clone()
+            },
+            BackupWriter {
+                kind: "EtcdBackup".into(),
+                ..writer.clone()
+            },
+            BackupWriter {
+                namespace: "staging".into(),
+                ..writer.clone()
+            },
+        ] {
+            assert!(!writer.is(&other), "{other}");
+        }
+        assert_eq!(writer.to_string(), "EtcdBackupSchedule prod/nightly");
     }
 }

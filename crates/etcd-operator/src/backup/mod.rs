@@ -8,7 +8,7 @@
 //!   etcd's SHA-256 trailer checked, zstd, multipart upload, metadata.
 //! - [`list_backups`], [`verify_backup`], [`download_backup`]: reading
 //!   back, refusing corrupt or truncated backups with a clear error.
-//! - [`apply_retention`]: by count and age.
+//! - [`apply_retention`]: by count and age, of one writer's backups only.
 //! - [`encryption`]: optional client-side encryption of stored objects
 //!   (XChaCha20-Poly1305 STREAM), keyed by [`BackupStore::with_encryption`].
 //! - [`incremental`]: continuous incremental backup (watch segments after
@@ -38,9 +38,11 @@ pub use incremental::{
     ChainGap, FetchedSegments, ReplayOutcome, SegmentChain, fetch_segments, replay_segments,
     segment_chain,
 };
-pub use metadata::{BackupMetadata, METADATA_SUFFIX, SNAPSHOT_SUFFIX, metadata_name_for};
+pub use metadata::{
+    BackupMetadata, BackupWriter, METADATA_SUFFIX, SNAPSHOT_SUFFIX, metadata_name_for,
+};
 pub use restore::{download_backup, list_backups, newest_backup, verify_backup};
-pub use retention::{RetentionOutcome, apply_retention, expired};
+pub use retention::{RetentionOutcome, Selection, apply_retention, select};
 pub use schedule::{CronSchedule, Freshness, InvalidSchedule, freshness};
 pub use snapshot::{PART_SIZE, SnapshotOptions, TakenBackup, take_backup};
 pub use source::{

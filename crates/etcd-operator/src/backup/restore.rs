@@ -21,20 +21,23 @@ use super::verify::{SnapshotVerifier, VerifiedSnapshot};
 use super::{BackupError, BackupStore};
 
 /// Every complete backup (one with metadata) of the store's cluster, oldest
-/// first.
+/// first, whoever wrote it. Only the folder's own objects are read: a
+/// folder nested in it (another cluster's, under a prefix that happens to
+/// name this folder) holds none of this cluster's backups.
 pub async fn list_backups(store: &BackupStore) -> Result<Vec<BackupMetadata>, BackupError> {
-    let mut names: Vec<_> = store
+    let listed = store
         .store()
-        .list(Some(store.folder()))
-        .map_ok(|meta| meta.location)
-        .try_filter(|path| {
-            let keep = path
-                .filename()
-                .is_some_and(|name| name.starts_with("full-") && name.ends_with(METADATA_SUFFIX));
-            std::future::ready(keep)
-        })
-        .try_collect()
+        .list_with_delimiter(Some(store.folder()))
         .await?;
+    let mut names: Vec<_> = listed
+        .objects
+        .into_iter()
+        .map(|meta| meta.location)
+        .filter(|path| {
+            path.filename()
+                .is_some_and(|name| name.starts_with("full-") && name.ends_with(METADATA_SUFFIX))
+        })
+        .collect();
     names.sort();
     let mut backups = Vec::with_capacity(names.len());
     for path in names {

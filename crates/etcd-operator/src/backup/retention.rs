@@ -1,26 +1,53 @@
-//! Retention of full backups by count and age. The newest backup is never
-//! deleted, whatever the rules say.
+//! Retention of full backups by count and age, among the backups of one
+//! writer only: schedules (and one-shot backups) sharing a destination and
+//! a cluster's folder never delete each other's backups. A backup whose
+//! writer is not recorded (taken before writers were recorded, or by
+//! another tool) is never deleted: nothing says whose it is. The newest
+//! backup of the writer is never deleted, whatever the rules say.
 
 use chrono::{DateTime, Utc};
 use object_store::ObjectStoreExt;
 
 use super::incremental::delete_chain;
 use super::incremental::segment::base_name;
-use super::metadata::BackupMetadata;
+use super::metadata::{BackupMetadata, BackupWriter};
 use super::restore::list_backups;
 use super::{BackupError, BackupStore};
 
-/// The backups to delete: beyond the `count` newest, or older than
-/// `max_age`, never the newest one.
-pub fn expired(
-    backups: &[BackupMetadata],
+/// How the backups of a folder stand towards one writer's retention.
+#[derive(Debug, Default, PartialEq)]
+pub struct Selection<'a> {
+    /// The writer's backups to delete: beyond its `count` newest, or older
+    /// than `max_age`, never its newest one.
+    pub expired: Vec<&'a BackupMetadata>,
+    /// The writer's backups kept.
+    pub kept: usize,
+    /// Backups of other writers, left alone.
+    pub others: usize,
+    /// Backups that record no writer, left alone.
+    pub unattributed: usize,
+}
+
+/// Selects what `writer`'s retention deletes among `backups`.
+pub fn select<'a>(
+    backups: &'a [BackupMetadata],
+    writer: &BackupWriter,
     count: usize,
     max_age: Option<std::time::Duration>,
     now: DateTime<Utc>,
-) -> Vec<&BackupMetadata> {
-    let mut newest_first: Vec<&BackupMetadata> = backups.iter().collect();
-    newest_first.sort_by_key(|b| std::cmp::Reverse(b.started_at));
-    newest_first
+) -> Selection<'a> {
+    let mut selection = Selection::default();
+    let mut own = Vec::new();
+    for backup in backups {
+        match &backup.written_by {
+            Some(by) if by.is(writer) => own.push(backup),
+            Some(_) => selection.others += 1,
+            None => selection.unattributed += 1,
+        }
+    }
+    own.sort_by_key(|b| std::cmp::Reverse(b.started_at));
+    let total = own.len();
+    selection.expired = own
         .into_iter()
         .enumerate()
         .filter(|(index, backup)| {
@@ -36,31 +63,39 @@ pub fn expired(
             too_many || too_old
         })
         .map(|(_, backup)| backup)
-        .collect()
+        .collect();
+    selection.kept = total - selection.expired.len();
+    selection
 }
 
 /// What retention did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RetentionOutcome {
-    /// Backups kept.
+    /// Backups of the writer kept.
     pub kept: usize,
     /// Snapshot objects deleted.
     pub deleted: Vec<String>,
+    /// Backups of other writers in the folder, left alone.
+    pub others: usize,
+    /// Backups in the folder that record no writer, left alone.
+    pub unattributed: usize,
 }
 
-/// Applies retention to the store's backups. The metadata of a backup is
-/// deleted before its snapshot, so a half-deleted backup is never listed;
-/// then the chain of incremental segments after it.
+/// Applies `writer`'s retention to its backups in the store's folder. The
+/// metadata of a backup is deleted before its snapshot, so a half-deleted
+/// backup is never listed; then the chain of incremental segments after
+/// it.
 pub async fn apply_retention(
     store: &BackupStore,
+    writer: &BackupWriter,
     count: usize,
     max_age: Option<std::time::Duration>,
     now: DateTime<Utc>,
 ) -> Result<RetentionOutcome, BackupError> {
     let backups = list_backups(store).await?;
-    let doomed = expired(&backups, count, max_age, now);
-    let mut deleted = Vec::with_capacity(doomed.len());
-    for backup in &doomed {
+    let selection = select(&backups, writer, count, max_age, now);
+    let mut deleted = Vec::with_capacity(selection.expired.len());
+    for backup in &selection.expired {
         store
             .store()
             .delete(&store.path(&backup.metadata_name()))
@@ -74,9 +109,18 @@ pub async fn apply_retention(
         delete_chain(store, &base_name(backup)).await?;
         deleted.push(store.url(&object));
     }
+    if selection.unattributed > 0 {
+        tracing::info!(
+            folder = %store.url(store.folder()),
+            "retention of {writer} leaves {} backups that record no writer; delete them by hand when they are no longer needed",
+            selection.unattributed
+        );
+    }
     Ok(RetentionOutcome {
-        kept: backups.len() - doomed.len(),
+        kept: selection.kept,
         deleted,
+        others: selection.others,
+        unattributed: selection.unattributed,
     })
 }
 
@@ -86,7 +130,20 @@ mod tests {
 
     use super::*;
 
+    fn writer(name: &str) -> BackupWriter {
+        BackupWriter {
+            kind: "EtcdBackupSchedule".into(),
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+        }
+    }
+
     fn backup(hours_ago: i64, now: DateTime<Utc>) -> BackupMetadata {
+        by(Some("nightly"), hours_ago, now)
+    }
+
+    fn by(name: Option<&str>, hours_ago: i64, now: DateTime<Utc>) -> BackupMetadata {
         let started_at = now - Duration::hours(hours_ago);
         BackupMetadata {
             format: 1,
@@ -98,14 +155,24 @@ mod tests {
             etcd_version: "3.6.0".into(),
             snapshot_bytes: 1,
             sha256: String::new(),
-            object: format!("full-{hours_ago}.db.zst"),
+            object: format!("full-{hours_ago}-{}.db.zst", name.unwrap_or("unknown")),
             compression: "zstd".into(),
             encryption: None,
             stored_bytes: 1,
             stored_sha256: String::new(),
             started_at,
             completed_at: started_at,
+            written_by: name.map(writer),
         }
+    }
+
+    fn expired(
+        backups: &[BackupMetadata],
+        count: usize,
+        max_age: Option<std::time::Duration>,
+        now: DateTime<Utc>,
+    ) -> Vec<&BackupMetadata> {
+        select(backups, &writer("nightly"), count, max_age, now).expired
     }
 
     fn now() -> DateTime<Utc> {
@@ -125,7 +192,7 @@ mod tests {
         let backups: Vec<_> = [5, 1, 3, 2, 4].iter().map(|h| backup(*h, now())).collect();
         assert_eq!(
             names(expired(&backups, 3, None, now())),
-            ["full-4.db.zst", "full-5.db.zst"]
+            ["full-4-nightly.db.zst", "full-5-nightly.db.zst"]
         );
     }
 
@@ -135,7 +202,7 @@ mod tests {
         let day = Some(std::time::Duration::from_secs(24 * 3600));
         assert_eq!(
             names(expired(&backups, 10, day, now())),
-            ["full-50.db.zst", "full-70.db.zst"]
+            ["full-50-nightly.db.zst", "full-70-nightly.db.zst"]
         );
     }
 
@@ -144,5 +211,78 @@ mod tests {
         let backups: Vec<_> = [1, 2].iter().map(|h| backup(*h, now())).collect();
         assert!(expired(&backups, 2, None, now()).is_empty());
         assert!(expired(&[], 2, None, now()).is_empty());
+    }
+
+    #[test]
+    fn a_writer_counts_and_deletes_only_its_own_backups() {
+        // Two schedules on one folder, interleaved; the neighbour's are
+        // newer, older, and more numerous.
+        let backups: Vec<_> = [
+            (Some("nightly"), 9),
+            (Some("hourly"), 8),
+            (Some("hourly"), 7),
+            (Some("nightly"), 6),
+            (Some("hourly"), 5),
+            (None, 4),
+            (Some("hourly"), 1),
+        ]
+        .iter()
+        .map(|(name, hours)| by(*name, *hours, now()))
+        .collect();
+        let nightly = select(&backups, &writer("nightly"), 1, None, now());
+        assert_eq!(names(nightly.expired), ["full-9-nightly.db.zst"]);
+        assert_eq!(
+            (nightly.kept, nightly.others, nightly.unattributed),
+            (1, 4, 1)
+        );
+        let hourly = select(&backups, &writer("hourly"), 1, None, now());
+        assert_eq!(
+            names(hourly.expired),
+            [
+                "full-5-hourly.db.zst",
+                "full-7-hourly.db.zst",
+                "full-8-hourly.db.zst"
+            ]
+        );
+        assert_eq!((hourly.kept, hourly.others, hourly.unattributed), (1, 2, 1));
+    }
+
+    #[test]
+    fn backups_without_a_recorded_writer_are_never_deleted() {
+        let backups: Vec<_> = [30, 50, 70]
+            .iter()
+            .map(|h| by(None, *h, now()))
+            .chain([by(Some("nightly"), 1, now())])
+            .collect();
+        let day = Some(std::time::Duration::from_secs(24 * 3600));
+        let selection = select(&backups, &writer("nightly"), 1, day, now());
+        assert!(selection.expired.is_empty(), "{:?}", selection.expired);
+        assert_eq!((selection.kept, selection.unattributed), (1, 3));
+    }
+
+    #[test]
+    fn a_one_shot_backup_of_the_same_name_is_another_writer() {
+        let mut one_shot = by(Some("nightly"), 2, now());
+        if let Some(writer) = one_shot.written_by.as_mut() {
+            writer.kind = "EtcdBackup".into();
+        }
+        let backups = vec![one_shot, by(Some("nightly"), 1, now())];
+        let selection = select(&backups, &writer("nightly"), 1, None, now());
+        assert!(selection.expired.is_empty());
+        assert_eq!((selection.kept, selection.others), (1, 1));
+    }
+
+    #[test]
+    fn a_schedule_created_again_under_its_name_prunes_its_predecessors_backups() {
+        let backups: Vec<_> = [3, 2, 1].iter().map(|h| backup(*h, now())).collect();
+        let recreated = BackupWriter {
+            uid: "another-uid".into(),
+            ..writer("nightly")
+        };
+        let selection = select(&backups, &recreated, 1, None, now());
+        assert_eq!(
+            names(selection.expired),
+            ["full-2-nightly.db.zst", "full-3-nightly.db.zst"]
+        );
     }
 }

@@ -15,7 +15,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::encryption::{EncryptionKey, SealingWriter};
 use super::metadata::{
-    BackupMetadata, ENCRYPTED_SUFFIX, FORMAT, SNAPSHOT_SUFFIX, backup_base_name,
+    BackupMetadata, BackupWriter, ENCRYPTED_SUFFIX, FORMAT, SNAPSHOT_SUFFIX, backup_base_name,
 };
 use super::source::{SnapshotSource, choose_source, ids, open_snapshot};
 use super::verify::SnapshotVerifier;
@@ -36,6 +36,19 @@ pub struct SnapshotOptions {
     pub stall_timeout: Duration,
     /// zstd level (1 fastest .. 19 smallest); 3 is zstd's default.
     pub zstd_level: i32,
+    /// Who takes the backup, recorded in its metadata (retention deletes
+    /// only its writer's backups).
+    pub writer: Option<BackupWriter>,
+}
+
+impl SnapshotOptions {
+    /// The same options, recording `writer` in every backup taken.
+    pub fn written_by(&self, writer: BackupWriter) -> Self {
+        Self {
+            writer: Some(writer),
+            ..self.clone()
+        }
+    }
 }
 
 impl Default for SnapshotOptions {
@@ -44,6 +57,7 @@ impl Default for SnapshotOptions {
             settings: ConnectSettings::default(),
             stall_timeout: Duration::from_secs(60),
             zstd_level: 3,
+            writer: None,
         }
     }
 }
@@ -112,6 +126,7 @@ pub async fn take_backup(
         stored_sha256,
         started_at,
         completed_at: Utc::now(),
+        written_by: options.writer.clone(),
     };
     let json = serde_json::to_vec_pretty(&metadata).map_err(|source| BackupError::Metadata {
         location: location.clone(),

@@ -14,6 +14,7 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::{BackupControllerError, Context, WRITER, act, decoded};
 use crate::api::EtcdBackup;
+use crate::backup::BackupWriter;
 use crate::controller_kit::{Replaces, events};
 
 /// One pass for an `EtcdBackup`.
@@ -39,7 +40,8 @@ pub(super) async fn pass(
         .await?;
 
     let spec = &backup.spec;
-    let result = act::back_up(&ctx, &namespace, &spec.cluster_name, &spec.destination).await;
+    let writer = BackupWriter::of(&backup);
+    let result = act::back_up(&ctx, writer, &spec.cluster_name, &spec.destination).await;
     let after = plan::after_attempt(
         &running,
         result.as_ref().map(|(taken, _)| taken),

@@ -1,7 +1,7 @@
 //! The `EtcdBackupSchedule` controller: a full backup each time the cron
-//! fires, retention after each, and with `spec.incremental.enabled` a
-//! watcher that makes every write durable between them
-//! ([`incremental`]). A pass: begin ([`plan::begin`]: is a backup due?) →
+//! fires, retention of the schedule's own backups after each, and with
+//! `spec.incremental.enabled` a watcher that makes every write durable
+//! between them ([`incremental`]). A pass: begin ([`plan::begin`]: is a backup due?) →
 //! take it and apply retention → start, keep or stop the watcher → finish
 //! ([`plan::finish`]: `BackupReady`, next fire time, next wake-up) → one
 //! status write.
@@ -18,7 +18,7 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::{BackupControllerError, Context, WRITER, act, decoded};
 use crate::api::EtcdBackupSchedule;
-use crate::backup::{BackupError, BackupStore, apply_retention};
+use crate::backup::{BackupError, BackupStore, BackupWriter, apply_retention};
 use crate::controller_kit::{Replaces, events};
 use plan::{Begin, Retention, ScheduledBackup};
 
@@ -50,11 +50,10 @@ pub(super) async fn pass(
     let spec = &schedule.spec;
     let mut new_base = None;
     if run.backup_due {
-        let event = match act::back_up(&ctx, &namespace, &spec.cluster_name, &spec.destination)
-            .await
-        {
+        let writer = BackupWriter::of(&schedule);
+        let event = match act::back_up(&ctx, writer, &spec.cluster_name, &spec.destination).await {
             Ok((taken, store)) => {
-                let retention = retain(&store, plan::retention(spec), Utc::now()).await;
+                let retention = retain(&store, &plan::retention(&schedule), Utc::now()).await;
                 let event = plan::record_scheduled(
                     &mut run.status,
                     ScheduledBackup::Stored {
@@ -78,13 +77,20 @@ pub(super) async fn pass(
     Ok(Action::requeue(finish.requeue_after))
 }
 
-/// Applies `retention` to `store` at `now`; returns how many backups are
-/// kept.
+/// Applies `retention` to the schedule's own backups in `store` at `now`;
+/// returns how many of them are kept.
 async fn retain(
     store: &BackupStore,
-    retention: Retention,
+    retention: &Retention,
     now: DateTime<Utc>,
 ) -> Result<usize, BackupError> {
-    let outcome = apply_retention(store, retention.count, retention.max_age, now).await?;
+    let outcome = apply_retention(
+        store,
+        &retention.writer,
+        retention.count,
+        retention.max_age,
+        now,
+    )
+    .await?;
     Ok(outcome.kept)
 }

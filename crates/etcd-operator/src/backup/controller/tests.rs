@@ -31,6 +31,7 @@ pub(super) fn taken(revision: i64, completed_at: DateTime<Utc>) -> TakenBackup {
             stored_sha256: "cd".repeat(32),
             started_at,
             completed_at,
+            written_by: None,
         },
         location: format!("file:///backups/prod/main/full-{stamp}-r{revision}.db.zst"),
         source: SnapshotSource {

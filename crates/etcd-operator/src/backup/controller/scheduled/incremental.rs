@@ -25,7 +25,7 @@ use super::plan::{self, IncrementalPass};
 use crate::api::{EtcdBackupSchedule, EtcdBackupScheduleStatus};
 use crate::backup::incremental::supervisor::{STOP_GRACE, ScheduleKey};
 use crate::backup::incremental::{EndpointsFn, IncrementalNotice, spawn};
-use crate::backup::{BackupError, BackupMetadata, BackupStore};
+use crate::backup::{BackupError, BackupMetadata, BackupStore, BackupWriter};
 use crate::controller_kit::events;
 
 /// How often watchers of deleted schedules are looked for.
@@ -64,7 +64,7 @@ pub(super) async fn reconcile(
     if let Some(taken) = &progress.last_full
         && plan::is_newer(status, taken)
     {
-        let retention = super::retain(&store, plan::retention(&schedule.spec), Utc::now()).await;
+        let retention = super::retain(&store, &plan::retention(schedule), Utc::now()).await;
         plan::record_full_backup(status, taken, retention.as_ref().copied());
     }
     Some(plan::watcher_progress(
@@ -96,7 +96,8 @@ async fn start_or_keep(
     if let Some(previous) = ctx.incremental.remove(&key) {
         previous.stop(STOP_GRACE).await;
     }
-    let options = plan::watcher_options(namespace, spec, status, interval, ctx.options.clone());
+    let snapshot = ctx.options.written_by(BackupWriter::of(schedule));
+    let options = plan::watcher_options(namespace, spec, status, interval, snapshot);
     let endpoints = member_endpoints(ctx.client.clone(), namespace, &spec.cluster_name);
     let mut handle = spawn(store.clone(), endpoints, options);
     if let Some(notices) = handle.take_notices() {

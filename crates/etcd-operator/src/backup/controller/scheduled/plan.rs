@@ -19,8 +19,8 @@ use crate::api::{EtcdBackupSchedule, EtcdBackupScheduleSpec, EtcdBackupScheduleS
 use crate::backup::incremental::{IncrementalNotice, IncrementalOptions, IncrementalProgress};
 use crate::backup::kube_time::{from_kube, to_kube};
 use crate::backup::{
-    BackupError, Credentials, CronSchedule, EncryptionKey, Freshness, SnapshotOptions, TakenBackup,
-    freshness,
+    BackupError, BackupWriter, Credentials, CronSchedule, EncryptionKey, Freshness,
+    SnapshotOptions, TakenBackup, freshness,
 };
 use crate::controller_kit::{conditions, events};
 
@@ -104,20 +104,23 @@ pub fn begin(schedule: &EtcdBackupSchedule, now: DateTime<Utc>) -> Begin {
     })
 }
 
-/// How many backups a destination keeps, and for how long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How many of its own backups a schedule keeps, and for how long.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retention {
+    /// The schedule: only the backups it wrote are counted and deleted.
+    pub writer: BackupWriter,
     /// The newest this many are kept.
     pub count: usize,
     /// Older ones are deleted past this age, when set.
     pub max_age: Option<Duration>,
 }
 
-/// The retention of the schedule's destination; a negative `maxAge`
+/// The retention of the schedule's own backups; a negative `maxAge`
 /// means none.
-pub fn retention(spec: &EtcdBackupScheduleSpec) -> Retention {
-    let retention = &spec.retention;
+pub fn retention(schedule: &EtcdBackupSchedule) -> Retention {
+    let retention = &schedule.spec.retention;
     Retention {
+        writer: BackupWriter::of(schedule),
         count: retention.count as usize,
         max_age: retention
             .max_age

@@ -129,23 +129,30 @@ fn an_invalid_schedule_says_so_in_status_and_warns_once() {
 }
 
 #[test]
-fn retention_keeps_the_count_and_ignores_a_negative_max_age() {
-    let spec = schedule(json!({ "retention": { "count": 3, "maxAge": "168h" } })).spec;
+fn retention_keeps_the_count_of_the_schedules_own_backups_and_ignores_a_negative_max_age() {
+    let mut keeping = schedule(json!({ "retention": { "count": 3, "maxAge": "168h" } }));
+    keeping.metadata.uid = Some("u-1".into());
+    let own = BackupWriter {
+        kind: "EtcdBackupSchedule".into(),
+        namespace: "prod".into(),
+        name: "hourly".into(),
+        uid: "u-1".into(),
+    };
     assert_eq!(
-        retention(&spec),
+        retention(&keeping),
         Retention {
+            writer: own,
             count: 3,
             max_age: Some(Duration::from_secs(168 * 3600)),
         }
     );
-    let spec = schedule(json!({ "retention": { "count": 2, "maxAge": "-1h" } })).spec;
-    assert_eq!(retention(&spec).max_age, None);
+    let negative = schedule(json!({ "retention": { "count": 2, "maxAge": "-1h" } }));
+    assert_eq!(retention(&negative).max_age, None);
+    let defaults = retention(&schedule(json!({})));
+    assert_eq!((defaults.count, defaults.max_age), (7, None));
     assert_eq!(
-        retention(&schedule(json!({})).spec),
-        Retention {
-            count: 7,
-            max_age: None,
-        }
+        defaults.writer.to_string(),
+        "EtcdBackupSchedule prod/hourly"
     );
 }
 
