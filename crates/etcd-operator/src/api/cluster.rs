@@ -65,6 +65,12 @@ use super::{
         description = "Whether the cluster has quorum and serves"
     ),
     printcolumn(
+        name = "Recovery Point",
+        type_ = "date",
+        json_path = ".status.backup.recoveryPoint",
+        description = "Every write acknowledged before this time is in a backup"
+    ),
+    printcolumn(
         name = "Phase",
         type_ = "string",
         json_path = ".status.phase",

@@ -94,6 +94,7 @@ mod tests {
                 "Version",
                 "Updated",
                 "Available",
+                "Recovery Point",
                 "Phase",
                 "Age"
             ]

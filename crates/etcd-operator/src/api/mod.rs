@@ -39,8 +39,9 @@ pub use maintenance::{DefragSpec, MaintenanceSpec};
 pub use pod_template::MemberPodTemplate;
 pub use recovery::{RecoveryPolicy, RecoverySource, RecoverySpec};
 pub use status::{
-    ConditionType, DefragRound, EtcdClusterStatus, LastDefrag, LastOperation, MaintenanceStatus,
-    MemberRole, MemberStatus, OperationState, Phase, RestoreStatus, RolloutStatus, SpaceRecovery,
+    ClusterBackupStatus, ConditionType, DefragRound, EtcdClusterStatus, LastDefrag, LastOperation,
+    MaintenanceStatus, MemberRole, MemberStatus, OperationState, Phase, RestoreStatus,
+    RolloutStatus, SpaceRecovery,
 };
 pub use storage::{RetentionPolicy, StorageSpec};
 pub use tuning::{AutoCompactionMode, EtcdTuning};

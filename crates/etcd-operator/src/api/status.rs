@@ -98,6 +98,39 @@ pub struct EtcdClusterStatus {
     /// Defragmentation and space recovery: what runs, what ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<MaintenanceStatus>,
+
+    /// The cluster's backups, summarised from every `EtcdBackupSchedule`
+    /// that names it (condition `BackupReady` says whether all are fresh).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<ClusterBackupStatus>,
+}
+
+/// The backups of a cluster, from its schedules.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterBackupStatus {
+    /// The schedules that name this cluster.
+    #[serde(default)]
+    pub schedules: Vec<String>,
+
+    /// Where the newest successful full backup of any schedule is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_full_backup: Option<String>,
+
+    /// When it completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_full_backup_time: Option<Time>,
+
+    /// Its revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_full_backup_revision: Option<i64>,
+
+    /// The recovery point: every write acknowledged before this time is in
+    /// a backup a restore can use (with continuous backup, the newest
+    /// durable point of any schedule; else the newest full backup's
+    /// completion).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_point: Option<Time>,
 }
 
 /// Defragmentation and space recovery.
@@ -391,6 +424,8 @@ pub enum ConditionType {
     MajorityDataLost,
     /// `spec.paused` is set.
     Paused,
+    /// Every backup schedule of the cluster is fresh.
+    BackupReady,
 }
 
 impl ConditionType {
@@ -403,6 +438,7 @@ impl ConditionType {
             Self::QuorumLost => "QuorumLost",
             Self::MajorityDataLost => "MajorityDataLost",
             Self::Paused => "Paused",
+            Self::BackupReady => "BackupReady",
         }
     }
 }

@@ -11,6 +11,7 @@
 //! missing members as learners, scale down; finally the PodDisruptionBudget.
 
 mod action;
+mod backup_health;
 mod context;
 mod decide;
 mod evidence;
@@ -26,7 +27,7 @@ mod step;
 mod survivor;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::time::Duration;
 
@@ -35,7 +36,7 @@ pub use context::first_token_of;
 pub use membership::{HEALTH_STABILITY, quorum};
 pub use observed::{
     Children, GuardRefusal, NodeState, Observed, OrdinalObjects, PodPhase, PodState, PvcPhase,
-    PvcState, RestorePodState, TemplateMetadata, VolumeKind, VolumeSpace,
+    PvcState, RestorePodState, ScheduleSummary, TemplateMetadata, VolumeKind, VolumeSpace,
 };
 pub use release::{Release, ReleaseStep};
 pub use rollout::{Progress, ROLLOUT_STALL};

@@ -51,6 +51,26 @@ pub struct Observed {
     /// What each member Pod's `volume-usage` sidecar said about its
     /// volume's filesystem, by ordinal (absent when it did not answer).
     pub volume_usage: BTreeMap<u32, VolumeSpace>,
+    /// The `EtcdBackupSchedule`s of the namespace that name this cluster,
+    /// as their status says.
+    pub backup_schedules: Vec<ScheduleSummary>,
+}
+
+/// What one backup schedule of the cluster reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScheduleSummary {
+    /// The schedule's name.
+    pub name: String,
+    /// Its `BackupReady` condition: `None` before it has one.
+    pub ready: Option<bool>,
+    /// That condition's message.
+    pub message: String,
+    /// Its newest successful full backup: where, when it completed, and
+    /// its revision.
+    pub last_full: Option<(String, Timestamp, Option<i64>)>,
+    /// With continuous backup: every write acknowledged before this time
+    /// is durable.
+    pub recovery_point: Option<Timestamp>,
 }
 
 /// A member volume's filesystem as its Pod sees it.

@@ -190,6 +190,13 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
             degraded.join("; ")
         },
     );
+    let (backup_ready, backup_reason, backup_message) = super::backup_health::condition(cx);
+    set(
+        ConditionType::BackupReady,
+        backup_ready,
+        backup_reason,
+        backup_message,
+    );
     let (progressing, reason, message) = progress(cx, step);
     set(ConditionType::Progressing, progressing, reason, message);
     set(
@@ -276,6 +283,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         rollout,
         quota_backend_bytes: Some(o.spec.quota_backend_bytes()),
         maintenance: super::maintenance::status(cx, step),
+        backup: super::backup_health::summary(cx),
     }
 }
 

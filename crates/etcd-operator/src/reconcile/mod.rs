@@ -15,6 +15,7 @@
 //! [`crate::controller_kit`].
 
 mod act;
+mod backup_health;
 mod context;
 mod controller;
 mod error;

@@ -59,6 +59,8 @@ pub struct Snapshot {
     pub endpoints: Vec<String>,
     /// What each member Pod's `volume-usage` sidecar said, by ordinal.
     pub volume_usage: BTreeMap<u32, crate::planner::VolumeSpace>,
+    /// The backup schedules that name this cluster.
+    pub backup_schedules: Vec<crate::planner::ScheduleSummary>,
 }
 
 impl Snapshot {
@@ -234,9 +236,14 @@ pub async fn observe(
             crate::etcd::observe(endpoints.clone(), etcd_settings).await
         }
     };
-    let (etcd, volume_usage) = futures::join!(etcd, volume_usage(&pods));
+    let (etcd, volume_usage, backup_schedules) = futures::join!(
+        etcd,
+        volume_usage(&pods),
+        super::backup_health::schedules_of(client, &namespace, &name)
+    );
     Ok(Snapshot {
         volume_usage,
+        backup_schedules: backup_schedules?,
         pods,
         pvcs,
         unowned,

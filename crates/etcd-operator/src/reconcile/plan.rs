@@ -145,6 +145,7 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
         restore_pod,
         unowned: snapshot.unowned.clone(),
         volume_usage: snapshot.volume_usage.clone(),
+        backup_schedules: snapshot.backup_schedules.clone(),
         volume_expansion_allowed: snapshot
             .storage
             .class

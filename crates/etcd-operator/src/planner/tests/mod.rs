@@ -8,4 +8,4 @@ mod lifecycle;
 mod maintenance;
 mod properties;
 mod rollout;
-mod sim;
+pub(crate) mod sim;

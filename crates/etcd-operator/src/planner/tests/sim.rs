@@ -753,6 +753,7 @@ impl Sim {
             members_may_share_a_node: false,
             volume_expansion_allowed: Some(self.expansion_allowed),
             volume_usage: std::collections::BTreeMap::new(),
+            backup_schedules: Vec::new(),
             restore_pod: self.restore_pod.as_ref().map(|r| {
                 if r.done {
                     crate::planner::RestorePodState::Succeeded

@@ -98,6 +98,7 @@ fn snapshot() -> Snapshot {
         etcd: ObservedEtcd::nothing_observed(),
         endpoints: Vec::new(),
         volume_usage: BTreeMap::new(),
+        backup_schedules: Vec::new(),
     }
 }
 
