@@ -5,15 +5,21 @@
 //! which gives exactly the source's keys, values and revisions at the
 //! chain's end and at an earlier revision; a compacted history is a gap
 //! answered by a new full backup at once; a corrupt segment stops the chain
-//! with a clear error, before any of its events is applied. No mocks.
+//! with a clear error, before any of its events is applied. A quiet
+//! cluster stays fresh with a loss window of 0 (etcd's watch progress), the
+//! recovery point follows sparse writes, a steady writer's window stays
+//! within two intervals, and a history compacted exactly after the chain
+//! is no gap. No mocks.
 
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, CompactionOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp};
 use etcd_operator::backup::incremental::segment::base_name;
 use etcd_operator::backup::incremental::{
-    GapKind, IncrementalHandle, IncrementalNotice, IncrementalOptions, fixed_endpoints, spawn,
+    GapKind, IncrementalHandle, IncrementalNotice, IncrementalOptions, IncrementalProgress,
+    fixed_endpoints, spawn,
 };
+use etcd_operator::backup::schedule::Freshness;
 use etcd_operator::backup::{
     BackupError, BackupMetadata, BackupStore, apply_retention, download_backup, list_backups,
     replay_segments, segment_chain,
@@ -509,4 +515,149 @@ async fn compaction_and_corruption_are_gaps_answered_by_a_new_full_backup() {
         0,
         "only the newest backup is left, with no segment yet"
     );
+}
+
+/// Samples the watcher every 100 ms for `length`; each sample must pass
+/// `check` (given the loss window and the progress).
+async fn sample_for(
+    handle: &IncrementalHandle,
+    length: Duration,
+    mut check: impl FnMut(chrono::Duration, &IncrementalProgress),
+) {
+    let until = Instant::now() + length;
+    while Instant::now() < until {
+        let progress = handle.progress();
+        let now = chrono::Utc::now();
+        let window = progress.loss_window(now).expect("a durable point");
+        assert!(
+            matches!(progress.freshness(interval(), now), Freshness::Fresh(_)),
+            "{:?}",
+            progress.freshness(interval(), now)
+        );
+        assert_eq!(progress.last_error, None);
+        check(window, &progress);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// No gap, no failure: the notices received only say what is followed.
+fn only_following(mut notices: mpsc::Receiver<IncrementalNotice>) {
+    while let Ok(notice) = notices.try_recv() {
+        assert!(
+            matches!(notice, IncrementalNotice::Following { .. }),
+            "{notice:?}"
+        );
+    }
+}
+
+fn interval() -> chrono::Duration {
+    chrono::Duration::from_std(INTERVAL).expect("interval")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_cluster_stays_fresh_and_the_recovery_point_follows_the_writes() {
+    let cluster = LocalCluster::start(3).await;
+    let mut client = cluster.client().await;
+    write_keys(&mut client, 5, 10).await;
+    let root = tempfile::tempdir().expect("tempdir");
+    let store = local_store(root.path());
+    let base = full_backup(&store, &cluster).await;
+    let handle = start_watcher(&store, &cluster);
+
+    // Quiet: etcd's answer to the watcher's progress requests keeps the
+    // loss window at 0 and the recovery point at etcd's revision, with no
+    // segment written.
+    let answered = tokio::time::timeout(Duration::from_secs(10), async {
+        while handle.progress().loss_window(chrono::Utc::now()) != Some(chrono::Duration::zero()) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        answered.is_ok(),
+        "no answer from etcd: {:?}",
+        handle.progress()
+    );
+    sample_for(&handle, INTERVAL * 8, |window, progress| {
+        assert_eq!(window, chrono::Duration::zero(), "{progress:?}");
+        assert_eq!(progress.durable_revision, Some(base.revision));
+        assert_eq!(progress.segments, 0);
+    })
+    .await;
+
+    // A write every few intervals: the window is the age of the write
+    // while it waits, 0 again once it is stored, and the recovery point
+    // follows each write.
+    for i in 0..3 {
+        let written_at = chrono::Utc::now();
+        let written = put(&mut client, &format!("sparse-{i}"), "v").await;
+        let took = wait_durable(&handle, written).await;
+        assert!(took <= DURABLE_WITHIN, "durable after {took:?}");
+        let progress = handle.progress();
+        assert!(
+            progress.recovery_point() >= Some(written_at),
+            "{progress:?}"
+        );
+        sample_for(&handle, INTERVAL * 2, |window, progress| {
+            assert!(window <= interval() * 2, "{window} {progress:?}");
+            assert!(progress.durable_revision >= Some(written));
+        })
+        .await;
+        assert_eq!(
+            handle.progress().loss_window(chrono::Utc::now()),
+            Some(chrono::Duration::zero())
+        );
+    }
+
+    // A steady writer: a segment every interval, the window at most about
+    // two intervals (the oldest write waits up to one, then the upload).
+    let writer = {
+        let mut client = client.clone();
+        tokio::spawn(async move {
+            let mut last = 0;
+            for i in 0..80 {
+                last = put(&mut client, &format!("steady-{i}"), "v").await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            last
+        })
+    };
+    let mut widest = chrono::Duration::zero();
+    sample_for(&handle, INTERVAL * 4, |window, _| {
+        widest = widest.max(window)
+    })
+    .await;
+    let last = writer.await.expect("writer");
+    assert!(widest <= interval() * 2, "widest loss window {widest}");
+    assert!(
+        widest > chrono::Duration::zero(),
+        "writes wait for a segment"
+    );
+    wait_durable(&handle, last).await;
+
+    // etcd compacts exactly the revision after the chain while the watcher
+    // is stopped: it resumes after the chain's end with no gap.
+    let mut handle = handle;
+    let notices = handle.take_notices().expect("notices");
+    handle.stop(Duration::from_secs(10)).await;
+    only_following(notices);
+    let chain_end = segment_chain(&store, &base)
+        .await
+        .expect("chain")
+        .last_revision;
+    assert_eq!(chain_end, last);
+    let compacted = put(&mut client, "while-stopped", "v").await;
+    assert_eq!(compacted, chain_end + 1);
+    client
+        .compact(compacted, Some(CompactionOptions::new().with_physical()))
+        .await
+        .expect("compact");
+    let mut handle = start_watcher(&store, &cluster);
+    let notices = handle.take_notices().expect("notices");
+    wait_durable(&handle, compacted).await;
+    handle.stop(Duration::from_secs(10)).await;
+    only_following(notices);
+    let chain = segment_chain(&store, &base).await.expect("chain");
+    assert_eq!(chain.gap, None);
+    assert_eq!(chain.last_revision, compacted);
 }
