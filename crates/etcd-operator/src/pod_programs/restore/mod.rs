@@ -33,6 +33,7 @@
 pub mod backup;
 pub mod finish;
 pub mod loopback;
+pub mod room;
 pub mod survivor;
 pub mod wal;
 

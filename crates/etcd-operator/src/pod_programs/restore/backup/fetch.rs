@@ -1,6 +1,7 @@
 //! `fetch-backup`: the full backup chosen, checked within reach of the
-//! wanted revision, downloaded and verified with its incremental segments,
-//! and the choice recorded for `replay`.
+//! wanted revision and against the room on the volume, downloaded and
+//! verified with its incremental segments, and the choice recorded for
+//! `replay`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,7 +13,9 @@ use crate::backup::{
 };
 use crate::pod_programs::file_error::io;
 use crate::pod_programs::install::install_self;
+use crate::pod_programs::restore::room::{self, Footprint, available_bytes};
 use crate::pod_programs::restore::{RestoreLayout, RestoreVolumeArgs};
+use crate::pod_programs::volume_usage::measure::allocated_bytes;
 
 /// `restore-volume fetch-backup`.
 pub fn fetch(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), RestoreBackupError> {
@@ -68,11 +71,35 @@ async fn fetch_backup(
             base: base.revision,
         });
     }
-    if layout.segments.exists() {
-        std::fs::remove_dir_all(&layout.segments).map_err(io("removing", &layout.segments))?;
+    // Scratch files of an earlier attempt go first: the room they hold is
+    // the restore's.
+    for stale in [&layout.segments, &layout.staging, &layout.base] {
+        if stale.exists() {
+            std::fs::remove_dir_all(stale).map_err(io("removing", stale))?;
+        }
     }
+    for stale in [&layout.source_db, &layout.backup_db] {
+        if stale.exists() {
+            std::fs::remove_file(stale).map_err(io("removing", stale))?;
+        }
+    }
+    let mut footprint = Footprint {
+        snapshot_bytes: base.snapshot_bytes,
+        segment_bytes: 0,
+    };
+    room::check(
+        &args.volume,
+        &name,
+        footprint,
+        available_bytes(&args.volume)?,
+    )?;
     let fetched =
         crate::backup::incremental::fetch_segments(&store, &base, &layout.segments).await?;
+    // The segments are on the volume now: what is free plus what they hold
+    // must take the whole restore.
+    footprint.segment_bytes = allocated_bytes(&layout.segments)?.unwrap_or(0);
+    let available = available_bytes(&args.volume)?.saturating_add(footprint.segment_bytes);
+    room::check(&args.volume, &name, footprint, available)?;
     if let Some(gap) = &fetched.gap {
         println!(
             "the incremental segments of {name} stop at revision {}: {}",
@@ -88,14 +115,6 @@ async fn fetch_backup(
         });
     }
 
-    for stale in [&layout.staging, &layout.base] {
-        if stale.exists() {
-            std::fs::remove_dir_all(stale).map_err(io("removing", stale))?;
-        }
-    }
-    if layout.source_db.exists() {
-        std::fs::remove_file(&layout.source_db).map_err(io("removing", &layout.source_db))?;
-    }
     download_backup(&store, &base, &layout.backup_db).await?;
     let plan = FetchPlan {
         location: store.url(&store.path(&base.object)),

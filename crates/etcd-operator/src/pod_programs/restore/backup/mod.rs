@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::loopback::LoopbackError;
+use super::room::NoRoom;
 use crate::backup::{BackupError, BackupMetadata, EncryptionKey};
 use crate::pod_programs::file_error::{FileError, io};
 
@@ -61,6 +62,8 @@ pub enum RestoreBackupError {
     },
     #[error("{0}")]
     Backup(#[from] BackupError),
+    #[error(transparent)]
+    NoRoom(#[from] NoRoom),
     #[error(transparent)]
     Io(#[from] FileError),
     #[error("the fetch plan {path} is unreadable: {source}")]
