@@ -257,8 +257,9 @@ pub struct IncrementalBackupStatus {
     pub durable_revision: Option<i64>,
 
     /// Seconds of acknowledged writes a restore would lose right now: the
-    /// time since everything observed was last durable (a segment closed
-    /// or an idle watch confirmed), or since the full backup started.
+    /// age of the oldest write the watch delivered and is not yet stored;
+    /// 0 when etcd answered within two intervals that every write up to
+    /// its revision is stored; else the time since its last answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_window_seconds: Option<i64>,
 
