@@ -186,9 +186,9 @@ async fn a_full_volume_is_reported(h: &mut Harness) -> TestResult {
     unfill_volume(&h.lab, &h.namespace, &claim).await?;
     wait_for("the warning to go", Duration::from_secs(90), || async {
         let status = h.status(NAME).await?;
-        Ok(!status
+        Ok(status
             .condition(etcd_operator::api::ConditionType::Degraded)
-            .is_some_and(|c| c.status == "True"))
+            .is_none_or(|c| c.status != "True"))
     })
     .await?;
     Ok(())
