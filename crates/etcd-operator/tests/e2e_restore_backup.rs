@@ -260,6 +260,24 @@ async fn scenario(h: &mut Harness) -> TestResult {
         || async { Ok(incremental().await.map_err(|e| e.to_string())?.segments >= 3) },
     )
     .await?;
+    // The cluster's own status shows its backups: the schedule and the
+    // recovery point; BackupReady follows the schedule's (which took no
+    // full backup of its own yet: it names it).
+    wait_for(
+        "the cluster to show its recovery point",
+        Duration::from_secs(90),
+        || async {
+            let status = h.status(SOURCE).await?;
+            let names_the_schedule = status
+                .condition(etcd_operator::api::ConditionType::BackupReady)
+                .is_some_and(|c| c.status == "False" && c.message.contains("source-continuous"));
+            let backup = status.backup.unwrap_or_default();
+            Ok(names_the_schedule
+                && backup.schedules == ["source-continuous"]
+                && backup.recovery_point.is_some())
+        },
+    )
+    .await?;
 
     // The loss: two of three volumes wiped, their etcd processes killed.
     let before_loss = incremental().await.map_err(|e| e.to_string())?;
