@@ -6,8 +6,8 @@
 //!
 //! `BackupReady` is built here only ([`finish`]): true while the newest
 //! backup is no older than twice the schedule's period and, with
-//! incremental backup, while the newest durable point of the chain is no
-//! older than three intervals.
+//! incremental backup, while the loss window of the chain is at most three
+//! intervals (a quiet cluster's is 0).
 
 use std::time::Duration;
 
@@ -393,8 +393,9 @@ pub fn finish(run: Run, incremental: Option<&IncrementalPass>, now: DateTime<Utc
     }
 }
 
-/// `BackupReady` also turns false when the newest durable point of the
-/// incremental chain is older than three intervals. A watcher that is
+/// `BackupReady` also turns false when the loss window of the incremental
+/// chain exceeds three intervals: writes wait that long to be stored, or
+/// etcd has not answered for that long. A watcher that is
 /// starting (verifying its chain) says nothing yet: an operator restart
 /// does not flip the condition.
 fn incremental_freshness(

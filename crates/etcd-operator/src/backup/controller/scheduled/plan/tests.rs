@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::backup::controller::tests::taken;
 use crate::backup::incremental::GapKind;
+use crate::backup::incremental::progress::answer_within;
 use crate::backup::{ChainGap, EncryptionKey};
 
 fn at(hour: u32, minute: u32, second: u32) -> DateTime<Utc> {
@@ -438,6 +439,42 @@ fn backup_ready_turns_false_when_nothing_is_durable_for_three_intervals() {
     let done = finish(fresh_run(now), Some(&failing), now);
     assert_eq!(ready_is(&done.status), ("False", "IncrementalStale"));
     assert!(ready(&done.status).message.contains("Secret missing"));
+}
+
+#[test]
+fn a_quiet_cluster_answered_by_etcd_stays_ready_with_nothing_to_lose() {
+    let now = at(10, 30, 0);
+    let interval = Duration::from_secs(20);
+    // No write since the full backup an hour ago; etcd answered 5 s ago.
+    let quiet = IncrementalProgress {
+        durable_revision: Some(42),
+        durable_at: Some(now - chrono::Duration::seconds(5)),
+        answer_within: answer_within(interval),
+        ..IncrementalProgress::default()
+    };
+    let mut pass = fresh_run(now);
+    let incremental = watcher_progress(&mut pass.status, quiet.clone(), interval, now);
+    let status = pass.status.incremental.clone().expect("incremental status");
+    assert_eq!(status.loss_window_seconds, Some(0));
+    assert_eq!(status.durable_revision, Some(42));
+    let done = finish(pass, Some(&incremental), now);
+    assert_eq!(ready_is(&done.status), ("True", "Fresh"));
+
+    // A write delivered 61 s ago still not stored: stale, and says so.
+    let waiting = IncrementalProgress {
+        pending_since: Some(now - chrono::Duration::seconds(61)),
+        last_error: Some("upload: connection refused".into()),
+        ..quiet
+    };
+    let mut pass = fresh_run(now);
+    let incremental = watcher_progress(&mut pass.status, waiting, interval, now);
+    let done = finish(pass, Some(&incremental), now);
+    assert_eq!(ready_is(&done.status), ("False", "IncrementalStale"));
+    let message = &ready(&done.status).message;
+    assert!(
+        message.contains("not yet stored is 61s") && message.contains("connection refused"),
+        "{message}"
+    );
 }
 
 #[test]
