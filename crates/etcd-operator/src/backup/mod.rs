@@ -23,6 +23,7 @@ pub mod encryption;
 mod error;
 pub mod incremental;
 mod kube_time;
+pub(crate) mod local_volume;
 mod metadata;
 mod restore;
 mod retention;

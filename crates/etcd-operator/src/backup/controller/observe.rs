@@ -34,6 +34,13 @@ impl DestinationSecrets {
         namespace: &str,
         cluster: &str,
     ) -> Result<BackupStore, BackupError> {
+        if let Some(why) = destination
+            .local
+            .as_ref()
+            .and_then(|local| crate::backup::local_volume::lost_with_the_pod(&local.path))
+        {
+            return Err(BackupError::Destination(why));
+        }
         Ok(
             BackupStore::open(destination, namespace, cluster, &self.credentials)?
                 .with_encryption(self.key.clone()),
