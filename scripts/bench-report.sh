@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Writes docs/benchmarks.md (to stdout) from the figures of the benches in
-# DIR (lab.json, operator.json, replacement.json, backup.json, rollout.json).
+# DIR (lab.json, operator.json, replacement.json, backup.json, rollout.json,
+# defrag.json).
 # Used by scripts/bench.sh. A bench with no figures in DIR gets a section
 # that says so; with PREVIOUS, an earlier report (such as
 # `<(git show HEAD:docs/benchmarks.md)` after running one bench alone), it
@@ -48,6 +49,7 @@ op=$(figures operator "the operator bench did not write its figures")
 rep=$(figures replacement "the replacement bench did not write its figures")
 bk=$(figures backup "the backup bench did not write its figures")
 roll=$(figures rollout "the rollout bench did not write its figures")
+dfr=$(figures defrag "the defrag bench did not write its figures")
 
 # Prints section HEADING with FUNCTION's body when the bench of FILE wrote
 # its figures; else the previous report's body, noted as such, when it has
@@ -120,7 +122,7 @@ commit=$(git rev-parse --short HEAD)
 git diff --quiet HEAD -- crates tools Cargo.toml Cargo.lock || commit="$commit (with uncommitted changes)"
 memory=$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 cpu=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
-runs=$(jq -rs 'map(.runs // empty) | first // "n/a"' "$op" "$rep" "$roll")
+runs=$(jq -rs 'map(.runs // empty) | first // "n/a"' "$op" "$rep" "$roll" "$dfr")
 
 operator_section() {
 	cat <<DOC
@@ -199,6 +201,49 @@ $(rollout_rows '"- \(.members) members: a member down \(.operator.member_down.me
 DOC
 }
 
+# jq string expression $1 on the defrag bench's figures, with the helpers
+# of rollout_rows and cell(side; figure): a median with its runs.
+defrag_q() {
+	jq -r '
+		def s2: if . == null then "n/a" else ((. * 100 | round) / 100 | tostring) end;
+		def s0: if . == null then "n/a" else (round | tostring) end;
+		def list: (. // []) | map(tostring) | join(", ");
+		def per_run($a; $b): [$a // [], $b // []] | transpose | map("\(.[0]) of \(.[1])") | join(", ");
+		def goal: if . == null then "n/a" elif . then "yes" else "no" end;
+		'"$1" "$dfr"
+}
+
+defrag_section() {
+	cat <<DOC
+A defragmentation of $(q "$dfr" .members) members whose database files were filled to
+$(q "$dfr" .db_mib) MiB ($(q "$dfr" .value_kib) KiB values), then every other value deleted and the
+history compacted (their sizes below), under a client load on every member's endpoint (one put every
+$(q "$dfr" .write_interval_ms) ms, $(q "$dfr" .request_timeout_ms) ms per request): the operator's round (one member at a time,
+followers first, the leader last after moving leadership away, members with
+\`StopGRPCServiceOnDefrag\`) beside \`etcdctl defrag --cluster\` on etcd
+processes with the same flags, in the same run. The goal: no gap between
+two acknowledged writes longer than one election timeout ($(q "$dfr" .goal_s) s), no failed
+request. Runs per median: $(q "$dfr" .runs).
+
+| figure, within the defragmentation | operator | runs | \`etcdctl defrag --cluster\` | runs |
+| --- | --- | --- | --- | --- |
+$(defrag_q '"| longest gap between acknowledged writes | \(.operator.longest_gap_s.median | s2) s | \(.operator.longest_gap_s.samples // [] | map(s2) | join(", ")) | \(.etcdctl.longest_gap_s.median | s2) s | \(.etcdctl.longest_gap_s.samples // [] | map(s2) | join(", ")) |"')
+$(defrag_q '"| p99 write latency | \(.operator.latency_p99_ms.median | s0) ms | \(.operator.latency_p99_ms.samples // [] | map(s0) | join(", ")) | \(.etcdctl.latency_p99_ms.median | s0) ms | \(.etcdctl.latency_p99_ms.samples // [] | map(s0) | join(", ")) |"')
+$(defrag_q '"| failed requests | | \(per_run(.operator.failed; .operator.attempted)) | | \(per_run(.etcdctl.failed; .etcdctl.attempted)) |"')
+$(defrag_q '"| time: the round / the command | \(.operator.defrag_s.median | s2) s | \(.operator.defrag_s.samples // [] | map(s2) | join(", ")) | \(.etcdctl.defrag_s.median | s2) s | \(.etcdctl.defrag_s.samples // [] | map(s2) | join(", ")) |"')
+$(defrag_q '"| database files before, summed | \(.operator.db_before_mib.median | s0) MiB (\(.operator.fragmented_percent_before.median | s0) % free) | | \(.etcdctl.db_before_mib.median | s0) MiB (\(.etcdctl.fragmented_percent_before.median | s0) % free) | |"')
+$(defrag_q '"| space given back, summed | \(.operator.reclaimed_mib.median | s0) MiB | \(.operator.reclaimed_mib.samples // [] | map(s0) | join(", ")) | \(.etcdctl.reclaimed_mib.median | s0) MiB | \(.etcdctl.reclaimed_mib.samples // [] | map(s0) | join(", ")) |"')
+$(defrag_q '"| acknowledged writes lost | | \(.operator.lost | list) | | \(.etcdctl.lost | list) |"')
+$(defrag_q '"| every run within the goal | \(.goal_met | goal) | | \(.etcdctl_goal_met | goal) | |"')
+
+Failed requests by kind (every run): operator $(defrag_q '[.operator.runs // [] | .[].failed_by_kind | to_entries[] | "\(.key) \(.value)"] | if length == 0 then "none" else join("; ") end'); etcdctl $(defrag_q '[.etcdctl.runs // [] | .[].failed_by_kind | to_entries[] | "\(.key) \(.value)"] | if length == 0 then "none" else join("; ") end').
+The operator's members, in the order done, with the seconds from the
+round's start at which each was seen done: $(defrag_q '[.operator.runs // [] | .[].order // [] | map("\(.[0]) \(.[1] | s2) s") | join(", ")] | join("; ") | if . == "" then "n/a" else . end').
+Load average (1 min) at the start and end of each side, on $(nproc) cores:
+operator $(defrag_q '(.operator.load_average // []) | map(tostring) | join("-")'), etcd alone $(defrag_q '(.etcdctl.load_average // []) | map(tostring) | join("-")').
+DOC
+}
+
 backup_section() {
 	cat <<DOC
 Full backups and restores of a $(q "$bk" .db_target_mib) MiB database (3 etcd
@@ -257,12 +302,13 @@ DOC
 section "## Operator" "$op" operator_section
 section "## Member replacement" "$rep" replacement_section
 section "## Rolling upgrade" "$roll" rollout_section
+section "## Defragmentation" "$dfr" defrag_section
 section "## Backups" "$bk" backup_section
 section "## Lab" "$lab" lab_section
 
 # Errors of the benches of this run (not of the sections kept).
 measured=()
-for pair in "$op|## Operator" "$rep|## Member replacement" "$roll|## Rolling upgrade" "$bk|## Backups" "$lab|## Lab"; do
+for pair in "$op|## Operator" "$rep|## Member replacement" "$roll|## Rolling upgrade" "$dfr|## Defragmentation" "$bk|## Backups" "$lab|## Lab"; do
 	file=${pair%%|*}
 	if [[ $file != "$stand_ins"/* ]] || ! kept "${pair#*|}"; then
 		measured+=("$file")
@@ -286,7 +332,8 @@ As root, like the lab. Each bench holds the lab test lock
 (`/run/etcd-lab-tests.lock`), so it waits for lab tests of other users and
 they wait for it. The raw figures stay in `target/bench/lab.json`,
 `target/bench/operator.json`, `target/bench/replacement.json`,
-`target/bench/rollout.json` and `target/bench/backup.json`;
+`target/bench/rollout.json`, `target/bench/defrag.json` and
+`target/bench/backup.json`;
 `bash scripts/bench-report.sh` rewrites this file from them. Not part of CI.
 After running one bench alone, `bash scripts/bench-report.sh target/bench
 <(git show HEAD:docs/benchmarks.md) >docs/benchmarks.md` keeps the sections
@@ -298,6 +345,11 @@ runs it alone (about 10 minutes on 2 cores).
 `cargo bench -p etcd-operator --bench rollout` runs the rolling upgrade
 bench alone (about 10 minutes on 2 cores with 3 runs);
 `BENCH_ROLLOUT_MEMBERS` (default `3,5`) sets its cluster sizes.
+`cargo bench -p etcd-operator --bench defrag` runs the defragmentation
+bench alone (about 4 minutes per run at 1 GiB on 2 cores, the lab side
+waiting up to a minute for the schedule to fire); `BENCH_DEFRAG_DB_MIB`
+(default 1024) sets the size each member's database file is filled to
+before half of it is freed.
 `cargo bench -p etcd-operator --bench backup` runs the backup bench alone
 (no lab, no lock, `target/bench/backup.json`); `BENCH_BACKUP_DB_MIB`
 (default 512), `BENCH_BACKUP_INTERVALS_S` (default `5,20`),
@@ -407,6 +459,35 @@ bench alone (about 10 minutes on 2 cores with 3 runs);
   follows Ready Pods. The **ratios** are the operator's median longest gap
   over these medians: the cost of the Pod and readiness machinery over what
   etcd's own election and a bare process restart cost clients.
+- **Defragmentation** (`crates/etcd-operator/benches/defrag.rs`): 3
+  members on each side, backend quota 2 GiB (on the lab a 6Gi
+  `lab-network` volume, a sparse file, with defragmentation by
+  fragmentation off so that nothing starts by itself). Each run fills the
+  cluster with 512 KiB values until a member's database file (etcd's
+  `dbSize`, looked at every 16 puts) reaches the asked size, deletes every
+  other value and compacts the history (physical), so that half or more of
+  each member's file is free pages (the files end somewhat larger than
+  asked: bbolt grows them in steps). The load (as in the rolling upgrade bench,
+  on every member's endpoint, fixed) starts; after 3 s the operator's side
+  sets `spec.maintenance.defrag.schedule: "* * * * *"` (the round starts
+  at the next minute) and the window runs from the round's start (the
+  `started` of `status.maintenance.defragRound`, in whole seconds, or its
+  first sight less one poll of 100 ms, whichever is earlier) until it is
+  gone and `lastDefrag` names the round's last member; the schedule is
+  then removed. etcd alone's window is the run of `etcdctl defrag --cluster`
+  (every member in the member list's order, the leader whenever it comes,
+  nothing moved first) on 3 etcd 3.6.16 processes on loopback with the
+  operator's heartbeat, election timeout, the same quota and
+  `--feature-gates=StopGRPCServiceOnDefrag=true`. **Longest gap**: the
+  longest time between two acknowledged writes in a row that overlaps the
+  window; **p99 latency** and **failed requests**: of the requests sent
+  within the window (a failed one counts with the time it took to fail);
+  **space given back**: the members' database files (etcd's `dbSize`)
+  summed, before the window less after it. The load's client (etcd-client,
+  Rust) balances over its endpoints without checking etcd's gRPC health
+  service, so a request sent to a member while it defragments waits for it
+  (or fails after 1 s) on both sides: the figures are those of such a
+  client.
 - **Backups** (`crates/etcd-operator/benches/backup.rs`): 3 etcd members
   of the pinned 3.6 set on loopback (backend quota 8 GiB), filled with 1 MiB
   values: every other one random bytes, which zstd cannot shrink (encrypted

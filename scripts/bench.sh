@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 out=target/bench
 mkdir -p "$out"
-rm -f "$out/lab.json" "$out/operator.json" "$out/replacement.json" "$out/backup.json" "$out/rollout.json"
+rm -f "$out/lab.json" "$out/operator.json" "$out/replacement.json" "$out/backup.json" "$out/rollout.json" "$out/defrag.json"
 failed=0
 
 printf '\n=== lab footprint\n'
@@ -18,6 +18,8 @@ printf '\n=== member replacement beside etcd alone\n'
 cargo bench -p etcd-operator --locked --bench replacement || failed=1
 printf '\n=== rolling upgrade under load beside etcd alone\n'
 cargo bench -p etcd-operator --locked --bench rollout || failed=1
+printf '\n=== defragmentation under load beside etcdctl defrag --cluster\n'
+cargo bench -p etcd-operator --locked --bench defrag || failed=1
 printf '\n=== backups beside etcdctl and etcdutl, RPO under load\n'
 cargo bench -p etcd-operator --locked --bench backup || failed=1
 
