@@ -1,13 +1,18 @@
 //! The backup schedules of a cluster, as their status reports them: what
 //! the cluster's own status summarises (newest full backup, recovery
 //! point, `BackupReady`).
+//!
+//! Listed untyped and decoded one by one: a schedule this operator cannot
+//! decode (a newer CRD version's field) is reported as such, and never
+//! stops the cluster's pass (durability rule 8).
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::ListParams;
+use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 
 use super::error::ObserveError;
 use crate::api::EtcdBackupSchedule;
+use crate::controller_kit::unreadable;
 use crate::planner::ScheduleSummary;
 
 /// The schedules of `namespace` whose `clusterName` is `cluster`.
@@ -16,7 +21,11 @@ pub async fn schedules_of(
     namespace: &str,
     cluster: &str,
 ) -> Result<Vec<ScheduleSummary>, ObserveError> {
-    let api: Api<EtcdBackupSchedule> = Api::namespaced(client.clone(), namespace);
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::erase::<EtcdBackupSchedule>(&()),
+    );
     let list = api
         .list(&ListParams::default())
         .await
@@ -28,9 +37,25 @@ pub async fn schedules_of(
     Ok(list
         .items
         .iter()
-        .filter(|s| s.spec.cluster_name == cluster)
-        .map(summary)
+        .filter(|o| o.data["spec"]["clusterName"].as_str() == Some(cluster))
+        .map(summary_of_object)
         .collect())
+}
+
+/// The summary of a listed schedule, or what keeps it from being read.
+fn summary_of_object(object: &DynamicObject) -> ScheduleSummary {
+    match unreadable::decode::<EtcdBackupSchedule>(object) {
+        Ok(schedule) => summary(&schedule),
+        Err(unreadable) => ScheduleSummary {
+            name: object.name_any(),
+            ready: Some(false),
+            message: format!(
+                "this operator cannot read it (at {}: {})",
+                unreadable.path, unreadable.message
+            ),
+            ..ScheduleSummary::default()
+        },
+    }
 }
 
 /// One schedule's summary.
@@ -53,5 +78,57 @@ pub fn summary(schedule: &EtcdBackupSchedule) -> ScheduleSummary {
             .as_ref()
             .and_then(|i| i.recovery_point.as_ref())
             .map(|t| t.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn object(spec: serde_json::Value, status: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "durable-etcd.io/v1alpha1",
+            "kind": "EtcdBackupSchedule",
+            "metadata": { "name": "nightly", "namespace": "prod" },
+            "spec": spec,
+            "status": status,
+        }))
+        .expect("an object")
+    }
+
+    #[test]
+    fn a_schedule_this_operator_cannot_read_is_reported_not_fatal() {
+        let unreadable = object(
+            json!({ "clusterName": "main", "schedule": "@daily", "destination": { "local": { "path": "/b" } }, "retention": { "count": "many" } }),
+            json!({}),
+        );
+        let summary = summary_of_object(&unreadable);
+        assert_eq!(summary.name, "nightly");
+        assert_eq!(summary.ready, Some(false));
+        assert!(
+            summary.message.contains("cannot read"),
+            "{}",
+            summary.message
+        );
+    }
+
+    #[test]
+    fn a_readable_schedule_gives_its_newest_backup_and_condition() {
+        let readable = object(
+            json!({ "clusterName": "main", "schedule": "@daily", "destination": { "local": { "path": "/b" } } }),
+            json!({
+                "lastSuccessfulTime": "2026-12-01T10:00:00Z",
+                "lastSuccessfulLocation": "file:///b/full-1",
+                "lastSuccessfulRevision": 42,
+                "conditions": [{ "type": "BackupReady", "status": "True", "reason": "Fresh", "message": "fresh", "lastTransitionTime": "2026-12-01T10:00:00Z" }],
+            }),
+        );
+        let summary = summary_of_object(&readable);
+        assert_eq!(summary.ready, Some(true));
+        let (location, _, revision) = summary.last_full.expect("a full backup");
+        assert_eq!(location, "file:///b/full-1");
+        assert_eq!(revision, Some(42));
     }
 }
