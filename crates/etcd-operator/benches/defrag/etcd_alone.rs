@@ -15,7 +15,7 @@ use test_kit::upstream::built_etcd_bin;
 use crate::etcd_cluster::Cluster;
 use crate::fragment::{db_sizes, fragment};
 use crate::load::{self, PacedWriter};
-use crate::runs::{Runs, run_figures};
+use crate::runs::{Runs, run_figures, summary_line};
 use crate::{ELECTION_TIMEOUT_MS, HEARTBEAT_MS, HOLD, MEMBERS, QUOTA_BACKEND_BYTES, WARM_UP};
 
 /// etcdctl's own timeout for the whole command (its default, 5 s, is
@@ -83,15 +83,11 @@ async fn one_run(run: usize, db_mib: u64) -> TestResult<Value> {
     figures["fragmented"] = fragmented;
     figures["etcdctl_said"] = json!(said.lines().collect::<Vec<_>>());
     eprintln!(
-        "etcd alone, run {run}: etcdctl defrag --cluster in {seconds:.1} s; longest gap {} s, \
-         p99 {} ms, {} of {} requests failed {}; {} MiB -> {} MiB; {lost} lost",
-        figures["longest_gap_s"],
-        figures["latency_p99_ms"],
-        figures["failed"],
-        figures["attempted"],
-        figures["failed_by_kind"],
-        figures["db_before_mib"],
-        figures["db_after_mib"],
+        "{}",
+        summary_line(
+            &format!("etcd alone, run {run}: etcdctl defrag --cluster in {seconds:.1} s"),
+            &figures
+        )
     );
     Ok(figures)
 }

@@ -21,7 +21,7 @@ use test_kit::poll::wait_for_every;
 use crate::fragment::{db_sizes, fragment};
 use crate::lab_cluster::{delete_cluster, ready_endpoints};
 use crate::load::{self, PacedWriter};
-use crate::runs::{Runs, run_figures};
+use crate::runs::{Runs, run_figures, summary_line};
 use crate::{HOLD, MEMBERS, QUOTA_BACKEND_BYTES, STORAGE_SIZE, WARM_UP};
 
 /// The cluster's name.
@@ -122,16 +122,14 @@ async fn one_run(h: &Harness, run: usize, db_mib: u64) -> TestResult<Value> {
     ));
     figures["order"] = json!(round.order);
     eprintln!(
-        "operator, run {run}: round of {seconds:.1} s ({:?}); longest gap {} s, p99 {} ms, {} of \
-         {} requests failed {}; {} MiB -> {} MiB; {lost} lost",
-        round.order,
-        figures["longest_gap_s"],
-        figures["latency_p99_ms"],
-        figures["failed"],
-        figures["attempted"],
-        figures["failed_by_kind"],
-        figures["db_before_mib"],
-        figures["db_after_mib"],
+        "{}",
+        summary_line(
+            &format!(
+                "operator, run {run}: round of {seconds:.1} s ({:?})",
+                round.order
+            ),
+            &figures
+        )
     );
     Ok(figures)
 }

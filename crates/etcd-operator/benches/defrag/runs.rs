@@ -85,3 +85,18 @@ pub fn run_figures(
     figures["lost"] = json!(lost);
     figures
 }
+
+/// One run's figures in a line for the log: `side` says which run it was.
+pub fn summary_line(side: &str, figures: &Value) -> String {
+    format!(
+        "{side}; longest gap {} s, p99 {} ms, {} of {} requests failed {}; {} MiB -> {} MiB; {} lost",
+        figures["longest_gap_s"],
+        figures["latency_p99_ms"],
+        figures["failed"],
+        figures["attempted"],
+        figures["failed_by_kind"],
+        figures["db_before_mib"],
+        figures["db_after_mib"],
+        figures["lost"],
+    )
+}

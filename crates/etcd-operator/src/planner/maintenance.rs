@@ -252,12 +252,7 @@ fn next_defrag(cx: &Context<'_>, pending: &[&KnownMember], reason: &str) -> Opti
             to: to.id,
         });
     }
-    let healthy_others = cx
-        .membership
-        .voters()
-        .filter(|m| m.id != next.id && m.healthy)
-        .count();
-    if voters > 1 && healthy_others < quorum(voters) {
+    if !cx.membership.quorum_stays_without(next.id) {
         return wait(Waiting::Maintenance(format!(
             "defragmenting {} now would leave fewer than {} healthy voters",
             cx.name(ordinal),

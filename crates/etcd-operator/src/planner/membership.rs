@@ -199,6 +199,13 @@ impl Membership {
                 .all(|m| self.stably_healthy(m))
     }
 
+    /// Whether a quorum of healthy voters stays while voter `id` is out of
+    /// service for a while (replaced by the rollout, defragmenting).
+    pub fn quorum_stays_without(&self, id: MemberId) -> bool {
+        let voters = self.voter_count();
+        voters <= 1 || self.voters().filter(|m| m.id != id && m.healthy).count() >= quorum(voters)
+    }
+
     /// The ordinals of the membership, sorted.
     pub fn ordinals(&self) -> Vec<u32> {
         let mut ordinals: Vec<u32> = self.members.iter().filter_map(|m| m.ordinal).collect();

@@ -187,17 +187,11 @@ pub(super) fn roll_members(cx: &Context<'_>) -> Option<Step> {
             to: to.id,
         }));
     }
-    let voters = cx.membership.voter_count();
-    let healthy_others = cx
-        .membership
-        .voters()
-        .filter(|m| m.id != next.id && m.healthy)
-        .count();
-    if voters > 1 && healthy_others < quorum(voters) {
+    if !cx.membership.quorum_stays_without(next.id) {
         return wait(Waiting::Rollout(format!(
             "replacing {} now would leave fewer than {} healthy voters",
             cx.name(ordinal),
-            quorum(voters)
+            quorum(cx.membership.voter_count())
         )));
     }
     roll(ordinal)
