@@ -12,10 +12,9 @@ use etcd_lab::disk_full::FILL_FILE;
 use etcd_lab_node::volume::disk::mountinfo;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
-use test_kit::lab_test::LabTest;
-use test_kit::poll::wait_until;
+use test_kit::lab_test::{LabTest, delete_pod_and_wait};
 use test_kit::volume_fill::{fill_volume, unfill_volume};
 
 const LAB_DIR: &str = "/var/lib/etcd-lab-disk-full-test";
@@ -81,7 +80,7 @@ fn a_filled_volume_refuses_non_root_writes_until_unfilled() {
         println!("after the unfill: {again}");
 
         // No pod: the volume is mounted for the fill and released after.
-        delete_pod(&pods, "writer").await;
+        delete_pod_and_wait(&pods, "writer").await;
         let dir = lab.volume_dir(NS, CLAIM).await.expect("volume dir");
         assert!(!mounted(&dir), "no pod, no mount");
         let cli = test.cli(&["volume", "fill", &format!("{NS}/{CLAIM}"), "--leave", "8Mi"]);
@@ -162,16 +161,6 @@ async fn create_pod(pods: &Api<Pod>, name: &str, script: &str) {
     pods.create(&PostParams::default(), &pod)
         .await
         .expect("create pod");
-}
-
-async fn delete_pod(pods: &Api<Pod>, name: &str) {
-    pods.delete(name, &DeleteParams::default())
-        .await
-        .expect("delete pod");
-    wait_until(&format!("{name} gone"), Duration::from_secs(60), || async {
-        matches!(pods.get_opt(name).await, Ok(None)).then_some(())
-    })
-    .await;
 }
 
 /// The pod's log so far (empty before it has one).

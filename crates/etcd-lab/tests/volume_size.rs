@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use test_kit::lab_test::LabTest;
+use test_kit::lab_test::{LabTest, delete_pod_and_wait};
 use test_kit::poll::wait_until;
 
 const LAB_DIR: &str = "/var/lib/etcd-lab-volume-size-test";
@@ -97,7 +97,7 @@ fn volumes_have_their_size_fill_up_and_grow_offline() {
 
         // Started again, a pod gets the grown filesystem with the data.
         for class in CLASSES {
-            delete_pod(&pods, &pod_name(class, 1)).await;
+            delete_pod_and_wait(&pods, &pod_name(class, 1)).await;
         }
         for class in CLASSES {
             create_pod(&pods, &pod_name(class, 2), class, false).await;
@@ -138,7 +138,7 @@ fn volumes_have_their_size_fill_up_and_grow_offline() {
             dirs
         };
         for class in CLASSES {
-            delete_pod(&pods, &pod_name(class, 2)).await;
+            delete_pod_and_wait(&pods, &pod_name(class, 2)).await;
             claims
                 .delete(class, &DeleteParams::default())
                 .await
@@ -236,16 +236,6 @@ async fn create_pod(pods: &Api<Pod>, name: &str, claim: &str, fill: bool) {
     pods.create(&PostParams::default(), &pod)
         .await
         .expect("create pod");
-}
-
-async fn delete_pod(pods: &Api<Pod>, name: &str) {
-    pods.delete(name, &DeleteParams::default())
-        .await
-        .expect("delete pod");
-    wait_until(&format!("{name} gone"), Duration::from_secs(60), || async {
-        matches!(pods.get_opt(name).await, Ok(None)).then_some(())
-    })
-    .await;
 }
 
 /// The total bytes `df` shows the pod for the volume (read through the

@@ -162,3 +162,16 @@ pub fn assert_nothing_left(lab_dir: &Path) {
         .collect();
     assert_eq!(leftovers, Vec::<String>::new(), "lab processes left");
 }
+
+/// Deletes Pod `name` and waits (up to a minute) until it is gone.
+pub async fn delete_pod_and_wait(pods: &kube::Api<k8s_openapi::api::core::v1::Pod>, name: &str) {
+    pods.delete(name, &kube::api::DeleteParams::default())
+        .await
+        .expect("delete pod");
+    crate::poll::wait_until(
+        &format!("{name} gone"),
+        std::time::Duration::from_secs(60),
+        || async { matches!(pods.get_opt(name).await, Ok(None)).then_some(()) },
+    )
+    .await;
+}
