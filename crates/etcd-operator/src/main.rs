@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use etcd_operator::pod_programs::{self, member_guard, restore, volume_usage};
+use etcd_operator::pod_programs::{self, backup_store, member_guard, restore, volume_usage};
 use etcd_operator::reconcile::{self, ControllerConfig, Leadership};
 use etcd_operator::telemetry::{self, Health, Metrics};
 use tracing_subscriber::EnvFilter;
@@ -44,6 +44,9 @@ enum Command {
     /// Sidecar of every member pod: serves how full the member's volume is
     /// (`GET /volume-usage`).
     VolumeUsage(volume_usage::VolumeUsageArgs),
+    /// The Pod of a `persistentVolumeClaim` backup destination: serves the
+    /// claim's files to the operator and restore Pods (S3 subset).
+    BackupStore(backup_store::BackupStoreArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         Command::RestoreVolume(args) => pod_programs::run_restore_step(&args),
         Command::MemberGuard(args) => pod_programs::run_member_guard(args),
         Command::VolumeUsage(args) => pod_programs::run_volume_usage(args),
+        Command::BackupStore(args) => pod_programs::run_backup_store(args),
     }
 }
 
@@ -174,7 +178,15 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None
     };
 
-    let backups = etcd_operator::backup::controller::run(client.clone(), args.namespace.clone());
+    let store_settings = etcd_operator::backup::volume_store::VolumeStoreSettings {
+        operator_image: args.operator_image.clone(),
+        cluster_domain: args.cluster_domain.clone(),
+    };
+    let backups = etcd_operator::backup::controller::run(
+        client.clone(),
+        args.namespace.clone(),
+        store_settings,
+    );
     let controller = async {
         let (result, ()) = tokio::join!(
             reconcile::run(client, config, metrics, health.clone()),

@@ -73,16 +73,29 @@ pub struct EtcdBackupSpec {
     pub destination: BackupDestination,
 }
 
-/// Where backups go: exactly one of `local`, `s3`, `gcs`, `azure`.
+/// Where backups go: exactly one of `persistentVolumeClaim`, `s3`, `gcs`,
+/// `azure`, `local`.
 ///
 /// Objects are named `<prefix>/<namespace>/<cluster>/<UTC time>-r<revision>`
 /// with the suffixes `.db.zst` (the compressed snapshot; `.db.zst.enc` when
 /// encrypted) and `.json` (its metadata).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = kube::core::Rule::new("[has(self.local), has(self.s3), has(self.gcs), has(self.azure)].filter(x, x).size() == 1").message("destination needs exactly one of local, s3, gcs, azure"))]
+#[x_kube(validation = kube::core::Rule::new("[has(self.local), has(self.s3), has(self.gcs), has(self.azure), has(self.persistentVolumeClaim)].filter(x, x).size() == 1").message("destination needs exactly one of persistentVolumeClaim, s3, gcs, azure, local"))]
 pub struct BackupDestination {
-    /// A directory on the operator's filesystem (e.g. a mounted PVC).
+    /// A PersistentVolumeClaim in the backup's namespace. The operator runs
+    /// one store Pod per claim (Deployment `backup-store-<claim>`, from the
+    /// operator's image) that mounts it and serves it to the operator and to
+    /// restore Pods; backups are plain files on the volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "VolumeClaimDestination")]
+    pub persistent_volume_claim: Option<VolumeClaimDestination>,
+
+    /// A directory on the operator's own filesystem. Only for an operator
+    /// run outside Kubernetes, or one whose Pod mounts a volume at that
+    /// path: an in-cluster operator refuses a path on its container's own
+    /// filesystem, which is lost with the Pod. Use
+    /// `persistentVolumeClaim` to keep backups on a volume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "LocalDestination")]
     pub local: Option<LocalDestination>,
@@ -137,6 +150,24 @@ pub const DEFAULT_ENCRYPTION_KEY: &str = "encryptionKey";
 
 fn default_encryption_key() -> String {
     DEFAULT_ENCRYPTION_KEY.to_string()
+}
+
+/// A PersistentVolumeClaim the backups are kept on.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeClaimDestination {
+    /// Name of the claim, in the backup's namespace. It must exist; it may
+    /// be `ReadWriteOnce` (only the store Pod mounts it).
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = rules::subdomain("persistentVolumeClaim.claimName"))]
+    pub claim_name: String,
+
+    /// Directory inside the volume, without leading or trailing `/`; the
+    /// volume's root when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    #[x_kube(validation = rules::object_prefix("persistentVolumeClaim.path"))]
+    pub path: Option<String>,
 }
 
 /// A directory on the operator's filesystem.
@@ -273,6 +304,9 @@ pub struct AzureDestination {
 impl BackupDestination {
     /// The key prefix configured for the destination, if any.
     pub fn prefix(&self) -> Option<&str> {
+        if let Some(claim) = &self.persistent_volume_claim {
+            return claim.path.as_deref();
+        }
         if let Some(s3) = &self.s3 {
             return s3.prefix.as_deref();
         }
@@ -285,16 +319,22 @@ impl BackupDestination {
         None
     }
 
-    /// The Secret holding the destination's credentials, if any.
-    pub fn credentials_secret(&self) -> Option<&str> {
+    /// The Secret holding the destination's credentials, if any (for a
+    /// claim, the Secret of its store, which the operator creates).
+    pub fn credentials_secret(&self) -> Option<String> {
+        if let Some(claim) = &self.persistent_volume_claim {
+            return Some(crate::pod_contract::backup_store::store_secret_name(
+                &claim.claim_name,
+            ));
+        }
         if let Some(s3) = &self.s3 {
-            return s3.credentials_secret.as_deref();
+            return s3.credentials_secret.clone();
         }
         if let Some(gcs) = &self.gcs {
-            return gcs.credentials_secret.as_deref();
+            return gcs.credentials_secret.clone();
         }
         if let Some(azure) = &self.azure {
-            return azure.credentials_secret.as_deref();
+            return azure.credentials_secret.clone();
         }
         None
     }
@@ -455,6 +495,9 @@ mod tests {
         .expect("yaml");
         let s3 = spec.destination.s3.as_ref().expect("s3");
         assert!(s3.force_path_style);
-        assert_eq!(spec.destination.credentials_secret(), Some("s3"));
+        assert_eq!(
+            spec.destination.credentials_secret(),
+            Some("s3".to_string())
+        );
     }
 }

@@ -27,6 +27,7 @@ pub mod version;
 pub use backup::{
     AzureDestination, BackupDestination, BackupEncryption, BackupPhase, DEFAULT_ENCRYPTION_KEY,
     EtcdBackup, EtcdBackupSpec, EtcdBackupStatus, GcsDestination, LocalDestination, S3Destination,
+    VolumeClaimDestination,
 };
 pub use backup_schedule::{
     BackupRetention, EtcdBackupSchedule, EtcdBackupScheduleSpec, EtcdBackupScheduleStatus,

@@ -37,6 +37,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 
 use super::SnapshotOptions;
 use super::incremental::supervisor::Supervisor;
+use super::volume_store::VolumeStoreSettings;
 use crate::api::{EtcdBackup, EtcdBackupSchedule, EtcdBackupScheduleStatus, EtcdBackupStatus};
 use crate::controller_kit::unreadable::{self, Unreadable};
 use crate::controller_kit::{Category, StatusError, StatusWriter, WithConditions, scope};
@@ -92,10 +93,12 @@ struct Context {
     options: SnapshotOptions,
     /// The incremental-backup watchers of the schedules.
     incremental: Supervisor,
+    /// What the stores of `persistentVolumeClaim` destinations run.
+    store_settings: VolumeStoreSettings,
 }
 
 /// Runs both backup controllers until SIGTERM/SIGINT.
-pub async fn run(client: Client, namespace: Option<String>) {
+pub async fn run(client: Client, namespace: Option<String>, store_settings: VolumeStoreSettings) {
     let context = Arc::new(Context {
         recorder: Recorder::new(
             client.clone(),
@@ -107,6 +110,7 @@ pub async fn run(client: Client, namespace: Option<String>) {
         client: client.clone(),
         options: SnapshotOptions::default(),
         incremental: Supervisor::default(),
+        store_settings,
     });
     let backup_resource = ApiResource::erase::<EtcdBackup>(&());
     let backups = Controller::new_with(

@@ -31,6 +31,10 @@ pub mod keys {
     pub const GCS_SERVICE_ACCOUNT: &str = "serviceAccount.json";
     /// Azure storage account key.
     pub const AZURE_ACCOUNT_KEY: &str = "accountKey";
+    /// Token of the store of a `persistentVolumeClaim` destination.
+    pub const STORE_TOKEN: &str = crate::pod_contract::backup_store::TOKEN_KEY;
+    /// URL of the store of a `persistentVolumeClaim` destination.
+    pub const STORE_ENDPOINT: &str = crate::pod_contract::backup_store::ENDPOINT_KEY;
 }
 
 /// Where one cluster's backups live: a store and the folder inside it,
@@ -54,10 +58,16 @@ impl BackupStore {
         credentials: &Credentials,
     ) -> Result<Self, BackupError> {
         install_tls_provider();
-        let secret = destination.credentials_secret().unwrap_or("");
-        let (store, url_base): (Arc<dyn ObjectStore>, String) = if let Some(local) =
-            &destination.local
+        let secret = destination.credentials_secret().unwrap_or_default();
+        let secret = secret.as_str();
+        let (store, url_base): (Arc<dyn ObjectStore>, String) = if let Some(claim) =
+            &destination.persistent_volume_claim
         {
+            (
+                volume_store_client(credentials, secret)?,
+                format!("pvc://{}", claim.claim_name),
+            )
+        } else if let Some(local) = &destination.local {
             std::fs::create_dir_all(&local.path)
                 .map_err(|e| BackupError::io(format!("create {}", local.path), e))?;
             let store = LocalFileSystem::new_with_prefix(&local.path)?;
@@ -126,7 +136,7 @@ impl BackupStore {
             )
         } else {
             return Err(BackupError::Destination(
-                "none of local, s3, gcs, azure is set".to_string(),
+                "none of persistentVolumeClaim, s3, gcs, azure, local is set".to_string(),
             ));
         };
         let folder = cluster_folder(destination.prefix(), namespace, cluster)?;
@@ -180,6 +190,37 @@ impl BackupStore {
     pub fn url(&self, path: &Path) -> String {
         format!("{}/{}", self.url_base, path)
     }
+}
+
+/// The client of a claim's store (see
+/// [`crate::pod_contract::backup_store`]): the S3 protocol, path-style, to
+/// the one bucket of the store at the credentials' endpoint, unsigned and
+/// with the store's token on every request.
+fn volume_store_client(
+    credentials: &Credentials,
+    secret: &str,
+) -> Result<Arc<dyn ObjectStore>, BackupError> {
+    use crate::pod_contract::backup_store::{STORE_BUCKET, TOKEN_HEADER};
+    let endpoint = endpoint_url(required(credentials, secret, keys::STORE_ENDPOINT)?)?;
+    let token = required(credentials, secret, keys::STORE_TOKEN)?;
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = reqwest::header::HeaderValue::from_str(token).map_err(|_| {
+        BackupError::Destination(format!(
+            "the token in Secret {secret} is not a valid header value"
+        ))
+    })?;
+    headers.insert(TOKEN_HEADER, value);
+    // Client options first: they replace any set before them.
+    let store = AmazonS3Builder::new()
+        .with_client_options(object_store::ClientOptions::new().with_default_headers(headers))
+        .with_bucket_name(STORE_BUCKET)
+        .with_region("us-east-1")
+        .with_endpoint(&endpoint)
+        .with_allow_http(true)
+        .with_virtual_hosted_style_request(false)
+        .with_skip_signature(true)
+        .build()?;
+    Ok(Arc::new(store))
 }
 
 fn required<'a>(

@@ -93,6 +93,11 @@ pub enum BackupError {
     #[error("no healthy member to take a snapshot from: {0}")]
     NoHealthyMember(String),
 
+    /// The store of a `persistentVolumeClaim` destination does not serve
+    /// yet (its Pod is starting, or cannot start: the message says which).
+    #[error("the backup store is not ready: {0}")]
+    StoreNotReady(String),
+
     /// None of the endpoints asked can serve a snapshot: each one and why.
     #[error("no healthy member to take a snapshot from: {0}")]
     NoSnapshotSource(SourceRefusals),
@@ -241,6 +246,7 @@ impl BackupError {
                 _ => BackupErrorCategory::Transient,
             },
             Self::NoHealthyMember(_)
+            | Self::StoreNotReady(_)
             | Self::NoSnapshotSource(_)
             | Self::Stream { .. }
             | Self::Timeout { .. }

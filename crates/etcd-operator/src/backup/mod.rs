@@ -14,6 +14,8 @@
 //! - [`incremental`]: continuous incremental backup (watch segments after
 //!   each full backup), gap detection, and the replay a restore uses
 //!   ([`segment_chain`], [`replay_segments`]).
+//! - [`volume_store`]: the store Pod of a `persistentVolumeClaim`
+//!   destination, made to exist before each use.
 //! - [`controller`]: the `EtcdBackup` and `EtcdBackupSchedule` controllers.
 //! - `kube_time`: Kubernetes timestamps of the backup code's times.
 
@@ -31,6 +33,7 @@ pub mod schedule;
 mod snapshot;
 mod source;
 mod verify;
+pub mod volume_store;
 
 pub use destination::{BackupStore, Credentials, keys};
 pub use encryption::{EncryptionError, EncryptionInfo, EncryptionKey};

@@ -10,8 +10,11 @@
 //!   where they keep their files on the member's volume, which the restore
 //!   Pod's builder needs without knowing the steps themselves;
 //! - [`volume_usage`]: the versioned document of how full a member's volume
-//!   is, which the `volume-usage` sidecar serves and the operator reads.
+//!   is, which the `volume-usage` sidecar serves and the operator reads;
+//! - [`backup_store`]: the store a `persistentVolumeClaim` backup
+//!   destination is reached through: its port, names, token and protocol.
 
+pub mod backup_store;
 pub mod report;
 pub mod restore_volume;
 pub mod volume_usage;

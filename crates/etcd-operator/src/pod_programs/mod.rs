@@ -8,7 +8,9 @@
 //!   which restore a survivor's data or a backup into a new incarnation on
 //!   one member's volume;
 //! - [`volume_usage`] (`volume-usage`): the sidecar of every member Pod,
-//!   which serves how full the member's volume is.
+//!   which serves how full the member's volume is;
+//! - [`backup_store`] (`backup-store`): the Pod that mounts the claim of a
+//!   `persistentVolumeClaim` backup destination and serves it.
 //!
 //! What the operator needs from them — their command lines, where the
 //! restore keeps its files, the report each ends with — is the contract
@@ -17,6 +19,7 @@
 //! [`install`]ing this binary for a container of the etcd image,
 //! [`file_error`] for I/O errors and [`termination`] for the report.
 
+pub mod backup_store;
 pub mod file_error;
 pub mod identity_marker;
 pub mod install;
@@ -61,6 +64,17 @@ pub fn run_restore_step(args: &restore::RestoreVolumeArgs) -> ExitCode {
 /// when it cannot start.
 pub fn run_volume_usage(args: volume_usage::VolumeUsageArgs) -> ExitCode {
     match volume_usage::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the store of a `persistentVolumeClaim` backup destination.
+pub fn run_backup_store(args: backup_store::BackupStoreArgs) -> ExitCode {
+    match backup_store::run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error}");

@@ -3,6 +3,7 @@
 
 mod labels;
 mod objects;
+pub mod backup_store;
 pub mod restore;
 pub mod scheduling;
 

@@ -19,7 +19,9 @@ pub(super) async fn back_up(
     let namespace = writer.namespace.clone();
     let namespace = namespace.as_str();
     observe::cluster(&ctx.client, namespace, cluster).await?;
-    let secrets = observe::destination_secrets(&ctx.client, namespace, destination).await?;
+    let secrets =
+        observe::destination_secrets(&ctx.client, namespace, destination, &ctx.store_settings)
+            .await?;
     let store = secrets.open(destination, namespace, cluster)?;
     let endpoints = observe::member_endpoints(&ctx.client, namespace, cluster).await?;
     let options = ctx.options.written_by(writer);

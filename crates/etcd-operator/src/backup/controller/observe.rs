@@ -14,6 +14,7 @@ use kube::{Api, Client};
 use crate::addressing::CLIENT_PORT;
 use crate::api::identity::cluster_selector;
 use crate::api::{BackupDestination, BackupEncryption, EtcdCluster};
+use crate::backup::volume_store::{VolumeStoreSettings, ensure_store};
 use crate::backup::{BackupError, BackupStore, Credentials, EncryptionKey};
 use crate::controller_kit::member_endpoints::pod_endpoints;
 use crate::controller_kit::unreadable;
@@ -90,21 +91,29 @@ pub(super) fn cluster_to_back_up(
     })
 }
 
-/// Reads the credentials and the encryption key of `destination`.
+/// Reads the credentials and the encryption key of `destination`; for a
+/// claim, makes its store exist and reads the store's credentials.
 pub(super) async fn destination_secrets(
     client: &Client,
     namespace: &str,
     destination: &BackupDestination,
+    store_settings: &VolumeStoreSettings,
 ) -> Result<DestinationSecrets, BackupError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let credentials = match destination.credentials_secret() {
-        Some(name) => {
-            let secret = read_secret(&secrets, name).await?.ok_or_else(|| {
+    let credentials = match (
+        &destination.persistent_volume_claim,
+        destination.credentials_secret(),
+    ) {
+        (Some(claim), _) => {
+            ensure_store(client, namespace, &claim.claim_name, store_settings).await?
+        }
+        (None, Some(name)) => {
+            let secret = read_secret(&secrets, &name).await?.ok_or_else(|| {
                 BackupError::Destination(format!("Secret {namespace}/{name} does not exist"))
             })?;
             credentials_from(secret)
         }
-        None => BTreeMap::new(),
+        (None, None) => BTreeMap::new(),
     };
     let key = match &destination.encryption {
         Some(encryption) => {

@@ -86,7 +86,13 @@ async fn start_or_keep(
     let key = key_of(schedule);
     let (namespace, _) = &key;
     let spec = &schedule.spec;
-    let secrets = observe::destination_secrets(&ctx.client, namespace, &spec.destination).await?;
+    let secrets = observe::destination_secrets(
+        &ctx.client,
+        namespace,
+        &spec.destination,
+        &ctx.store_settings,
+    )
+    .await?;
     let fingerprint =
         plan::watcher_fingerprint(spec, &secrets.credentials, secrets.key.as_ref(), interval);
     let store = secrets.open(&spec.destination, namespace, &spec.cluster_name)?;
