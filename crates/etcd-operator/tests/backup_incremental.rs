@@ -9,7 +9,9 @@
 //! cluster stays fresh with a loss window of 0 (etcd's watch progress), the
 //! recovery point follows sparse writes, a steady writer's window stays
 //! within two intervals, and a history compacted exactly after the chain
-//! is no gap. No mocks.
+//! is no gap. Two schedules writing to one folder each extend only the
+//! chains after their own full backups, never a one-shot backup's. No
+//! mocks.
 
 use std::time::{Duration, Instant};
 
@@ -21,8 +23,8 @@ use etcd_operator::backup::incremental::{
 };
 use etcd_operator::backup::schedule::Freshness;
 use etcd_operator::backup::{
-    BackupError, BackupMetadata, BackupStore, apply_retention, download_backup, list_backups,
-    replay_segments, segment_chain,
+    BackupError, BackupMetadata, BackupStore, BackupWriter, SnapshotOptions, apply_retention,
+    download_backup, list_backups, replay_segments, segment_chain, take_backup,
 };
 use tokio::sync::mpsc;
 
@@ -38,12 +40,30 @@ const MAX_SEGMENT_BYTES: usize = 4096;
 const DURABLE_WITHIN: Duration = Duration::from_secs(6);
 
 fn start_watcher(store: &BackupStore, cluster: &LocalCluster) -> IncrementalHandle {
+    start_watcher_with(store, cluster, nightly_options())
+}
+
+/// The watcher of schedule `prod/<schedule>`.
+fn start_watcher_of(
+    store: &BackupStore,
+    cluster: &LocalCluster,
+    schedule: &str,
+) -> IncrementalHandle {
+    let snapshot = SnapshotOptions::default().written_by(schedule_writer(schedule));
+    start_watcher_with(store, cluster, snapshot)
+}
+
+fn start_watcher_with(
+    store: &BackupStore,
+    cluster: &LocalCluster,
+    snapshot: SnapshotOptions,
+) -> IncrementalHandle {
     let options = IncrementalOptions {
         interval: INTERVAL,
         max_segment_bytes: MAX_SEGMENT_BYTES,
         min_back_off: Duration::from_millis(200),
         max_back_off: Duration::from_secs(2),
-        snapshot: nightly_options(),
+        snapshot,
         ..IncrementalOptions::new("prod", "main")
     };
     spawn(store.clone(), fixed_endpoints(cluster.endpoints()), options)
@@ -660,4 +680,157 @@ async fn a_quiet_cluster_stays_fresh_and_the_recovery_point_follows_the_writes()
     let chain = segment_chain(&store, &base).await.expect("chain");
     assert_eq!(chain.gap, None);
     assert_eq!(chain.last_revision, compacted);
+}
+
+/// A one-shot `EtcdBackup` of the cluster into the folder.
+async fn manual_backup(store: &BackupStore, cluster: &LocalCluster, name: &str) -> BackupMetadata {
+    let writer = BackupWriter {
+        kind: "EtcdBackup".to_string(),
+        namespace: "prod".to_string(),
+        name: name.to_string(),
+        uid: String::new(),
+    };
+    let options = SnapshotOptions::default().written_by(writer);
+    take_backup(store, &cluster.endpoints(), "prod", "main", &options)
+        .await
+        .expect("manual backup")
+        .metadata
+}
+
+/// The base a watcher follows, and the segments it resumed with.
+async fn followed(notices: &mut mpsc::Receiver<IncrementalNotice>) -> (String, usize) {
+    next_notice(notices, Duration::from_secs(20), |n| match n {
+        IncrementalNotice::Following { base, segments, .. } => Some((base, segments)),
+        IncrementalNotice::Gap(gap) => panic!("unexpected gap: {gap}"),
+        IncrementalNotice::Failed(error) => panic!("unexpected failure: {error}"),
+        IncrementalNotice::FullBackupTaken(_) => None,
+    })
+    .await
+}
+
+/// A watcher starting in a folder without a full backup of its own: it
+/// takes one and follows it.
+async fn start_own_chain(
+    store: &BackupStore,
+    cluster: &LocalCluster,
+    schedule: &str,
+) -> (IncrementalHandle, BackupMetadata) {
+    let mut handle = start_watcher_of(store, cluster, schedule);
+    let mut notices = handle.take_notices().expect("notices");
+    let taken = next_notice(&mut notices, Duration::from_secs(20), |n| match n {
+        IncrementalNotice::FullBackupTaken(taken) => Some(taken.metadata),
+        IncrementalNotice::Following { base, .. } => {
+            panic!("{schedule} follows {base}, a full backup it did not take")
+        }
+        other => panic!("unexpected notice: {other:?}"),
+    })
+    .await;
+    assert_eq!(taken.written_by, Some(schedule_writer(schedule)));
+    let (base, segments) = followed(&mut notices).await;
+    assert_eq!((base, segments), (base_name(&taken), 0));
+    (handle, taken)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_schedules_sharing_a_folder_each_extend_only_their_own_chains() {
+    let cluster = LocalCluster::start(1).await;
+    let mut client = cluster.client().await;
+    write_keys(&mut client, 10, 50).await;
+    let root = tempfile::tempdir().expect("tempdir");
+    let store = local_store(root.path());
+    // A one-shot backup is in the folder first: no schedule extends it.
+    let first_manual = manual_backup(&store, &cluster, "before").await;
+
+    // Each schedule's watcher takes its own full backup, although a newer
+    // full backup (the other schedule's) is in the folder.
+    let (nightly, nightly_base) = start_own_chain(&store, &cluster, "nightly").await;
+    let (hourly, hourly_base) = start_own_chain(&store, &cluster, "hourly").await;
+    let mut last = 0;
+    for i in 0..20 {
+        last = put(&mut client, &format!("shared-{i:02}"), &"v".repeat(300)).await;
+    }
+    wait_durable(&nightly, last).await;
+    wait_durable(&hourly, last).await;
+    nightly.stop(Duration::from_secs(10)).await;
+    hourly.stop(Duration::from_secs(10)).await;
+    let nightly_segments = segment_chain(&store, &nightly_base)
+        .await
+        .expect("chain")
+        .segments
+        .len();
+    let hourly_segments = segment_chain(&store, &hourly_base)
+        .await
+        .expect("chain")
+        .segments
+        .len();
+    assert!(nightly_segments > 0 && hourly_segments > 0);
+
+    // After a restart, with a newer one-shot backup in the folder, each
+    // resumes its own chain where it stopped.
+    put(&mut client, "while-stopped", "v").await;
+    let second_manual = manual_backup(&store, &cluster, "after").await;
+    let mut watchers = Vec::new();
+    for (schedule, base, segments) in [
+        ("nightly", &nightly_base, nightly_segments),
+        ("hourly", &hourly_base, hourly_segments),
+    ] {
+        let mut handle = start_watcher_of(&store, &cluster, schedule);
+        let mut notices = handle.take_notices().expect("notices");
+        assert_eq!(
+            followed(&mut notices).await,
+            (base_name(base), segments),
+            "{schedule} resumes its own chain"
+        );
+        watchers.push((handle, notices, base.clone()));
+    }
+    let end = put(&mut client, "the-end", "!").await;
+    for (handle, notices, base) in watchers {
+        wait_durable(&handle, end).await;
+        assert_eq!(handle.progress().base, Some(base_name(&base)));
+        handle.stop(Duration::from_secs(10)).await;
+        only_following(notices);
+    }
+
+    // Both chains are whole, each under its own full backup only; the
+    // one-shot backups head no chain. A restore may use any backup.
+    let backups = list_backups(&store).await.expect("list");
+    let names: Vec<String> = backups.iter().map(base_name).collect();
+    let mut expected: Vec<String> = [&first_manual, &nightly_base, &hourly_base, &second_manual]
+        .into_iter()
+        .map(base_name)
+        .collect();
+    expected.sort();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(sorted, expected);
+    for manual in [&first_manual, &second_manual] {
+        let chain = segment_chain(&store, manual).await.expect("chain");
+        assert!(chain.segments.is_empty(), "{:?}", chain.segments);
+        let folder = root
+            .path()
+            .join("backups/prod/main/incremental")
+            .join(base_name(manual));
+        assert!(!folder.exists(), "{} holds segments", folder.display());
+    }
+    let (source, _) = dump(&mut client, None).await;
+    for base in [&nightly_base, &hourly_base] {
+        let chain = segment_chain(&store, base).await.expect("chain");
+        assert_eq!(chain.gap, None);
+        assert_eq!(chain.last_revision, end);
+        assert_eq!(chain.segments[0].first_revision, base.revision + 1);
+        assert!(chain.segments.iter().all(|s| s.base == base_name(base)));
+    }
+    let snapshot = root.path().join("hourly.db");
+    download_backup(&store, &hourly_base, &snapshot)
+        .await
+        .expect("download");
+    let restore_root = tempfile::tempdir().expect("tempdir");
+    let restored = restore_and_start(&snapshot, restore_root.path()).await;
+    let mut restored_client = restored.client().await;
+    let chain = segment_chain(&store, &hourly_base).await.expect("chain");
+    let outcome = replay_segments(&store, &chain, None, &mut restored_client)
+        .await
+        .expect("replay");
+    assert_eq!(outcome.revision, end);
+    assert_eq!(dump(&mut restored_client, None).await, (source, end));
 }

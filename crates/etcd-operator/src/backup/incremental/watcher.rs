@@ -1,7 +1,15 @@
-//! The watcher: follows the newest full backup, watches the whole keyspace
-//! after the chain's end and writes segments; reports gaps and starts a new
-//! full backup (and so a new chain) at once.
+//! The watcher: follows the newest full backup of its own schedule, watches
+//! the whole keyspace after the chain's end and writes segments; reports
+//! gaps and starts a new full backup (and so a new chain) at once.
 //!
+//! - A watcher extends only chains after full backups of its own writer
+//!   (`snapshot.writer` of its options: the `EtcdBackupSchedule`, compared
+//!   by kind, namespace and name), when it starts and when it looks for a
+//!   newer one: two schedules of one cluster writing to the same folder
+//!   keep one chain each, and a one-shot `EtcdBackup` (or a backup of
+//!   another tool) heads no chain. Restores may still use any backup. A
+//!   watcher without a writer (tools, tests) follows the newest full
+//!   backup whoever wrote it.
 //! - A segment is closed every `interval`, or as soon as it holds
 //!   `max_segment_bytes` (checked between watch responses, which etcd fills
 //!   with whole revisions, so a revision never spans two segments). An
@@ -20,9 +28,9 @@
 //!   cluster drop the unwritten events and resume, after back-off, from the
 //!   revision after the chain's end: etcd's history is the buffer. Only
 //!   when etcd has compacted that history is there a gap.
-//! - On start (operator restart) the chain after the newest full backup is
-//!   listed and verified and the watch resumes after its end; a hole, a
-//!   corrupt segment, or a compacted history is a gap.
+//! - On start (operator restart) the chain after the newest full backup of
+//!   its writer is listed and verified and the watch resumes after its end;
+//!   a hole, a corrupt segment, or a compacted history is a gap.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +49,7 @@ use super::progress::{IncrementalProgress, answer_within};
 use super::segment::{SegmentMetadata, base_name, store_segment};
 use crate::backup::restore::sealed_like_store;
 use crate::backup::{
-    BackupError, BackupMetadata, BackupStore, SnapshotOptions, TakenBackup, newest_backup,
+    BackupError, BackupMetadata, BackupStore, SnapshotOptions, TakenBackup, list_backups,
     take_backup,
 };
 use crate::etcd::format_id;
@@ -49,8 +57,9 @@ use crate::etcd::format_id;
 /// Largest watch response accepted: etcd sends up to 1,000 whole revisions
 /// per response, each up to the server's request limit.
 const WATCH_MAX_MESSAGE: usize = 256 * 1024 * 1024;
-/// How often the watcher looks for a newer full backup taken by someone
-/// else than this operator (a one-shot `EtcdBackup` to the same folder).
+/// How often the watcher looks for a newer full backup of its writer that
+/// it was not told about (taken by another replica of the operator, or by
+/// the schedule while the announcement was lost).
 const NEWER_BASE_CHECK: Duration = Duration::from_secs(60);
 /// Capacity of the notice channel; notices beyond it are dropped (the
 /// progress still counts them).
@@ -80,7 +89,8 @@ pub struct IncrementalOptions {
     pub interval: Duration,
     /// A segment is closed once it holds this many encoded bytes.
     pub max_segment_bytes: usize,
-    /// How full backups are taken after a gap.
+    /// How full backups are taken after a gap. Its writer is also whose
+    /// full backups the watcher extends.
     pub snapshot: SnapshotOptions,
     /// Gaps counted before this watcher started (from status).
     pub gaps_before: u64,
@@ -308,10 +318,9 @@ impl Watcher {
         }
         let base = match self.announced() {
             Some(base) => base,
-            None => match newest_backup(&self.store).await {
-                Ok(base) => base,
-                Err(BackupError::NotFound(_)) => self.take_full().await?,
-                Err(error) => return Err(error),
+            None => match self.newest_own().await? {
+                Some(base) => base,
+                None => self.take_full().await?,
             },
         };
         if !self.sealed_alike(&base) {
@@ -336,9 +345,26 @@ impl Watcher {
         sealed_like_store(&self.store, base.encryption.as_ref())
     }
 
-    /// The newest full backup announced by the controller, if any.
+    /// Whether this watcher's writer wrote `base`: only such a base heads
+    /// the chains it writes. Without a writer, any base does.
+    fn is_own(&self, base: &BackupMetadata) -> bool {
+        match (&self.options.snapshot.writer, &base.written_by) {
+            (Some(own), Some(writer)) => own.is(writer),
+            (Some(_), None) => false,
+            (None, _) => true,
+        }
+    }
+
+    /// The newest full backup of this watcher's writer in the folder.
+    async fn newest_own(&self) -> Result<Option<BackupMetadata>, BackupError> {
+        let backups = list_backups(&self.store).await?;
+        Ok(backups.into_iter().rev().find(|b| self.is_own(b)))
+    }
+
+    /// The newest full backup announced by the controller (the schedule's
+    /// own), if any.
     fn announced(&self) -> Option<BackupMetadata> {
-        self.bases.borrow().clone()
+        self.bases.borrow().clone().filter(|b| self.is_own(b))
     }
 
     /// Starts following `base`, with its verified chain when resuming.
@@ -462,7 +488,7 @@ impl Watcher {
                     }
                 }
                 _ = newer_base_check.tick() => {
-                    if let Ok(newest) = newest_backup(&self.store).await
+                    if let Ok(Some(newest)) = self.newest_own().await
                         && is_newer(&newest, &position.base)
                         && self.sealed_alike(&newest)
                     {
