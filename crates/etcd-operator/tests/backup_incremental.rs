@@ -2,16 +2,16 @@
 //! into the local-path destination: segments written within the interval
 //! (and early at the size limit), a chain resumed after a restart without
 //! a gap, restore = `etcdutl snapshot restore` of the full backup + replay,
-//! which gives exactly the source's keys, values and revisions at the
-//! chain's end and at an earlier revision; a compacted history is a gap
-//! answered by a new full backup at once; a corrupt segment stops the chain
-//! with a clear error, before any of its events is applied. A quiet
-//! cluster stays fresh with a loss window of 0 (etcd's watch progress), the
-//! recovery point follows sparse writes, a steady writer's window stays
-//! within two intervals, and a history compacted exactly after the chain
-//! is no gap. Two schedules writing to one folder each extend only the
-//! chains after their own full backups, never a one-shot backup's. No
-//! mocks.
+//! which gives exactly the source's keys, values, revisions and lease
+//! IDs at the chain's end and at an earlier revision; a compacted history
+//! is a gap answered by a new full backup at once; a corrupt segment stops
+//! the chain with a clear error, before any of its events is applied. A
+//! quiet cluster stays fresh with a loss window of 0 (etcd's watch
+//! progress), the recovery point follows sparse writes, a steady writer's
+//! window stays within two intervals, and a history compacted exactly
+//! after the chain is no gap. Two schedules writing to one folder each
+//! extend only the chains after their own full backups, never a one-shot
+//! backup's. No mocks.
 
 use std::time::{Duration, Instant};
 
@@ -168,14 +168,17 @@ fn files_under(dir: &std::path::Path) -> usize {
     })
 }
 
-/// `kvs` without leases (compared separately).
-fn without_leases(kvs: &[Kv]) -> Vec<Kv> {
-    kvs.iter()
-        .map(|kv| Kv {
-            lease: 0,
-            ..kv.clone()
-        })
-        .collect()
+/// The TTL `lease` was granted with (-1 when it does not exist).
+async fn granted_ttl(client: &mut Client, lease: i64) -> i64 {
+    let answer = client
+        .lease_time_to_live(lease, None)
+        .await
+        .expect("lease time to live");
+    if answer.ttl() < 0 {
+        -1
+    } else {
+        answer.granted_ttl()
+    }
 }
 
 fn lease_of(kvs: &[Kv], key: &str) -> i64 {
@@ -348,16 +351,29 @@ async fn full_backup_plus_segments_restores_the_source_exactly_at_its_end_and_ea
     assert_eq!(outcome.segments_read, chain.segments.len());
     let (restored_end, restored_revision) = dump(&mut restored_client, None).await;
     assert_eq!(restored_revision, end, "same revision as the source");
-    assert_eq!(without_leases(&restored_end), without_leases(&source_end));
-    // A lease the snapshot holds is kept; one granted after it is not.
+    assert_eq!(
+        restored_end, source_end,
+        "keys, values, revisions and leases"
+    );
+    // A lease the snapshot holds is kept; one granted after it is granted
+    // again with its ID and TTL; one revoked before the watcher asked
+    // about it is granted with the fallback TTL (its keys are deleted
+    // later in the chain).
     assert_eq!(lease_of(&restored_end, "lease/in-base"), lease_in_base);
     assert_eq!(
         lease_of(&restored_end, "lease/in-base-again"),
         lease_in_base
     );
-    assert_eq!(lease_of(&source_end, "lease/after"), lease_after);
-    assert_eq!(lease_of(&restored_end, "lease/after"), 0);
-    assert_eq!(outcome.puts_without_lease, 3, "lease/after and gone/*");
+    assert_eq!(lease_of(&restored_end, "lease/after"), lease_after);
+    assert_eq!(granted_ttl(&mut restored_client, lease_after).await, 600);
+    assert_eq!(
+        granted_ttl(&mut restored_client, lease_gone).await,
+        600,
+        "the longest TTL known"
+    );
+    assert_eq!(outcome.leases_granted, 2, "lease/after and gone/*");
+    assert_eq!(outcome.leases_with_fallback_ttl, 1, "gone/*");
+    assert_eq!(outcome.puts_without_lease, 0);
 
     // Restore at an earlier revision.
     let restore_root = tempfile::tempdir().expect("tempdir");
@@ -369,7 +385,7 @@ async fn full_backup_plus_segments_restores_the_source_exactly_at_its_end_and_ea
     assert_eq!(outcome.revision, mid);
     let (restored_mid, restored_revision) = dump(&mut restored_client, None).await;
     assert_eq!(restored_revision, mid);
-    assert_eq!(without_leases(&restored_mid), without_leases(&source_mid));
+    assert_eq!(restored_mid, source_mid);
 
     // Beyond the chain is refused with the reason.
     let error = replay_segments(&store, &chain, Some(end + 5), &mut restored_client)

@@ -1,9 +1,14 @@
-//! The segment being filled: events appended in watch order, closed on the
+//! The segment being filled: events appended in watch order, each new
+//! lease recorded before the first event that uses it, closed on the
 //! interval or once it reaches the size limit. Pure: no I/O, no clock.
+
+use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 
-use super::format::{EncodeError, HEADER_LEN, SegmentEvent, encode_event, new_buffer};
+use super::format::{
+    EncodeError, HEADER_LEN, SegmentEvent, SegmentLease, encode_event, encode_lease, new_buffer,
+};
 use super::segment::PendingSegment;
 
 /// Events received but not yet durable.
@@ -13,6 +18,7 @@ pub struct SegmentBuffer {
     first_revision: Option<i64>,
     last_revision: i64,
     events: u64,
+    leases: HashSet<i64>,
     opened_at: Option<DateTime<Utc>>,
 }
 
@@ -30,6 +36,7 @@ impl SegmentBuffer {
             first_revision: None,
             last_revision: 0,
             events: 0,
+            leases: HashSet::new(),
             opened_at: None,
         }
     }
@@ -60,6 +67,20 @@ impl SegmentBuffer {
         Ok(())
     }
 
+    /// Records a lease; the events that use it are pushed after it. A
+    /// lease record alone does not make the buffer non-empty: it is written
+    /// only with an event.
+    pub fn push_lease(&mut self, lease: &SegmentLease) {
+        if self.leases.insert(lease.id) {
+            encode_lease(&mut self.encoded, lease);
+        }
+    }
+
+    /// Whether `lease` is recorded in this segment.
+    pub fn has_lease(&self, lease: i64) -> bool {
+        self.leases.contains(&lease)
+    }
+
     /// Whether the segment must be closed now for its size: at least
     /// `max_bytes` encoded. Called only between watch responses, so that a
     /// revision is never split across two segments.
@@ -79,6 +100,7 @@ impl SegmentBuffer {
             first_revision: taken.first_revision.unwrap_or(taken.last_revision),
             last_revision: taken.last_revision,
             events: taken.events,
+            leases: taken.leases.into_iter().collect(),
             opened_at: taken.opened_at.unwrap_or(now),
             closed_at: now,
         })
@@ -94,7 +116,9 @@ impl SegmentBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backup::incremental::format::{EventKind, decode_events};
+    use crate::backup::incremental::format::{
+        EventKind, LEASE_RECORD_LEN, SegmentContents, decode_events, decode_segment,
+    };
 
     fn put(revision: i64, value_len: usize) -> SegmentEvent {
         SegmentEvent {
@@ -129,5 +153,43 @@ mod tests {
         assert_eq!(pending.closed_at, later);
         let events = decode_events(&pending.encoded).expect("decode");
         assert_eq!(events, vec![put(11, 2000), put(11, 10), put(12, 2100)]);
+    }
+
+    #[test]
+    fn a_lease_is_recorded_once_before_its_events() {
+        let t0 = Utc::now();
+        let mut buffer = SegmentBuffer::new();
+        let lease = SegmentLease {
+            id: 42,
+            granted_ttl: Some(600),
+        };
+        let leased = SegmentEvent {
+            lease: 42,
+            ..put(11, 3)
+        };
+        buffer.push_lease(&lease);
+        assert!(buffer.is_empty(), "a lease record alone is no event");
+        assert!(buffer.take(t0).is_none());
+        buffer.push(&leased, t0).expect("push");
+        buffer.push_lease(&lease);
+        assert!(buffer.has_lease(42) && !buffer.has_lease(43));
+        let before = buffer.len();
+        buffer.push(&put(12, 3), t0).expect("push");
+        assert_eq!(buffer.len(), before + put(12, 3).encoded_len());
+        let pending = buffer.take(t0).expect("segment");
+        assert!(!buffer.has_lease(42), "a new segment records it again");
+        assert_eq!(pending.leases, [42]);
+        assert_eq!(pending.events, 2);
+        assert_eq!(
+            pending.encoded.len(),
+            HEADER_LEN + LEASE_RECORD_LEN + leased.encoded_len() + put(12, 3).encoded_len()
+        );
+        assert_eq!(
+            decode_segment(&pending.encoded).expect("decode"),
+            SegmentContents {
+                events: vec![leased, put(12, 3)],
+                leases: vec![lease],
+            }
+        );
     }
 }

@@ -255,7 +255,7 @@ async fn verified_chain(
     };
     for segment in linked.segments {
         match load_segment_bytes(store, &segment).await {
-            Ok((stored, _events)) => {
+            Ok((stored, _contents)) => {
                 if let Some(dir) = keep_in {
                     keep(dir, &segment, stored).await?;
                 }

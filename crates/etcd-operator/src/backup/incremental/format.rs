@@ -1,17 +1,32 @@
 //! The encoding of the events inside a segment (before compression).
 //!
 //! ```text
-//! header   "ETCDSEG" | version (1 byte, = 1)
-//! event    kind (1 byte: 0 put, 1 delete)
-//!          revision (i64 LE: the event's mod_revision)
-//!          lease (i64 LE: the lease ID the key was attached to, 0 for none)
+//! header   "ETCDSEG" | version (1 byte, = 2)
+//! record   kind (1 byte: 0 put, 1 delete, 2 lease)
+//! put or   revision (i64 LE: the event's mod_revision)
+//! delete   lease (i64 LE: the lease ID the key was attached to, 0 for none)
 //!          key length (u32 LE) | key bytes
 //!          value length (u32 LE) | value bytes (empty for a delete)
-//! event    ...
+//! lease    lease ID (i64 LE)
+//!          granted TTL (i64 LE: seconds, -1 when unknown)
+//! record   ...
 //! ```
 //!
 //! Events follow each other in watch order: revisions never decrease, and
 //! the events of one revision (one etcd transaction) are adjacent.
+//!
+//! **Lease records (version 2).** The watch reports the lease a key was
+//! written with, not the lease's grant. The first time the watcher sees a
+//! lease on a put in its chain, it asks etcd for the TTL the lease was
+//! granted with and writes a lease record before that put: a replay can
+//! then grant the lease again with the same ID and TTL. The TTL is -1 when
+//! etcd no longer had the lease when asked (revoked or expired: the
+//! deletions of its keys follow in the chain). A lease record is no event:
+//! it has no revision and is not counted in the segment's events.
+//!
+//! **Version 1** (written before lease records existed) is the same
+//! encoding without lease records; it is still read, and its leases have
+//! no recorded TTL.
 //!
 //! **Why this and not JSON lines or protobuf:** keys and values are
 //! arbitrary bytes, so JSON would need base64 (a third bigger before
@@ -25,11 +40,21 @@
 /// The first bytes of every segment, before the version byte.
 pub const MAGIC: &[u8; 7] = b"ETCDSEG";
 /// The version of the encoding written by this operator.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
+/// The oldest version of the encoding this operator reads.
+pub const OLDEST_VERSION: u8 = 1;
 /// Bytes of the header.
 pub const HEADER_LEN: usize = MAGIC.len() + 1;
 /// Bytes of an event besides its key and value.
 pub const EVENT_OVERHEAD: usize = 1 + 8 + 8 + 4 + 4;
+/// Bytes of a lease record.
+pub const LEASE_RECORD_LEN: usize = 1 + 8 + 8;
+/// The granted TTL written for a lease etcd no longer had when asked.
+pub const UNKNOWN_TTL: i64 = -1;
+
+const PUT: u8 = 0;
+const DELETE: u8 = 1;
+const LEASE: u8 = 2;
 
 /// Why an event cannot be encoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,23 +84,25 @@ pub enum DecodeError {
     #[error("not a segment: no version byte")]
     MissingVersion,
     /// A version of the encoding this operator does not read.
-    #[error("segment format version {version} is not known (this operator reads {VERSION})")]
+    #[error(
+        "segment format version {version} is not known (this operator reads versions {OLDEST_VERSION} to {VERSION})"
+    )]
     UnknownVersion {
         /// The version byte found.
         version: u8,
     },
-    /// An event kind other than put or delete.
+    /// A record kind other than put, delete or (from version 2) lease.
     #[error("unknown event kind {kind} at byte {at}")]
     UnknownKind {
         /// The kind byte found.
         kind: u8,
-        /// Where the event starts.
+        /// Where the record starts.
         at: usize,
     },
-    /// An event ends before its fields do.
+    /// A record ends before its fields do.
     #[error("event at byte {at} is truncated: {needed} bytes needed, {left} left")]
     Truncated {
-        /// Where the event starts.
+        /// Where the record starts.
         at: usize,
         /// Bytes the next field needs.
         needed: usize,
@@ -126,6 +153,26 @@ impl SegmentEvent {
     }
 }
 
+/// A lease that puts of the segment use, as etcd granted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentLease {
+    /// The lease ID.
+    pub id: i64,
+    /// The TTL (seconds) the lease was granted with; `None` when etcd no
+    /// longer had the lease when asked.
+    pub granted_ttl: Option<i64>,
+}
+
+/// What a segment holds: its events, and the leases recorded in it (in the
+/// order they were recorded).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SegmentContents {
+    /// The events, in watch order.
+    pub events: Vec<SegmentEvent>,
+    /// The lease records.
+    pub leases: Vec<SegmentLease>,
+}
+
 /// A new encoding buffer holding only the header.
 pub fn new_buffer() -> Vec<u8> {
     let mut buffer = Vec::with_capacity(4096);
@@ -142,8 +189,8 @@ pub fn encode_event(buffer: &mut Vec<u8>, event: &SegmentEvent) -> Result<(), En
     let (key_len, value_len) = length_prefixes(event.key.len(), event.value.len())?;
     buffer.reserve(event.encoded_len());
     buffer.push(match event.kind {
-        EventKind::Put => 0,
-        EventKind::Delete => 1,
+        EventKind::Put => PUT,
+        EventKind::Delete => DELETE,
     });
     buffer.extend_from_slice(&event.revision.to_le_bytes());
     buffer.extend_from_slice(&event.lease.to_le_bytes());
@@ -154,6 +201,15 @@ pub fn encode_event(buffer: &mut Vec<u8>, event: &SegmentEvent) -> Result<(), En
     Ok(())
 }
 
+/// Appends a lease record to `buffer` (which starts with the header).
+pub fn encode_lease(buffer: &mut Vec<u8>, lease: &SegmentLease) {
+    buffer.reserve(LEASE_RECORD_LEN);
+    buffer.push(LEASE);
+    buffer.extend_from_slice(&lease.id.to_le_bytes());
+    let ttl = lease.granted_ttl.unwrap_or(UNKNOWN_TTL);
+    buffer.extend_from_slice(&ttl.to_le_bytes());
+}
+
 /// The length prefixes of a key and a value of these lengths.
 fn length_prefixes(key: usize, value: usize) -> Result<(u32, u32), EncodeError> {
     let key = u32::try_from(key).map_err(|_| EncodeError::KeyTooLong { len: key })?;
@@ -161,27 +217,44 @@ fn length_prefixes(key: usize, value: usize) -> Result<(u32, u32), EncodeError> 
     Ok((key, value))
 }
 
-/// Reads every event of an encoded segment. Refuses another magic, an
-/// unknown version or kind, a truncated event, and revisions that go
-/// backwards.
+/// Reads every event of an encoded segment (lease records skipped); see
+/// [`decode_segment`].
 pub fn decode_events(bytes: &[u8]) -> Result<Vec<SegmentEvent>, DecodeError> {
+    Ok(decode_segment(bytes)?.events)
+}
+
+/// Reads the events and lease records of an encoded segment, of any
+/// version from [`OLDEST_VERSION`] to [`VERSION`]. Refuses another magic,
+/// an unknown version or kind (a lease record in version 1), a truncated
+/// record, and revisions that go backwards.
+pub fn decode_segment(bytes: &[u8]) -> Result<SegmentContents, DecodeError> {
     let Some(rest) = bytes.strip_prefix(MAGIC.as_slice()) else {
         return Err(DecodeError::MissingMagic);
     };
     let Some((&version, mut rest)) = rest.split_first() else {
         return Err(DecodeError::MissingVersion);
     };
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(DecodeError::UnknownVersion { version });
     }
-    let mut events = Vec::new();
+    let mut contents = SegmentContents::default();
     let mut previous = i64::MIN;
     while !rest.is_empty() {
         let at = bytes.len() - rest.len();
         let mut reader = Reader { rest, at };
         let kind = match reader.take(1)?[0] {
-            0 => EventKind::Put,
-            1 => EventKind::Delete,
+            PUT => EventKind::Put,
+            DELETE => EventKind::Delete,
+            LEASE if version >= 2 => {
+                let id = reader.i64()?;
+                let ttl = reader.i64()?;
+                contents.leases.push(SegmentLease {
+                    id,
+                    granted_ttl: (ttl >= 0).then_some(ttl),
+                });
+                rest = reader.rest;
+                continue;
+            }
             kind => return Err(DecodeError::UnknownKind { kind, at }),
         };
         let revision = reader.i64()?;
@@ -198,7 +271,7 @@ pub fn decode_events(bytes: &[u8]) -> Result<Vec<SegmentEvent>, DecodeError> {
             });
         }
         previous = revision;
-        events.push(SegmentEvent {
+        contents.events.push(SegmentEvent {
             revision,
             kind,
             key,
@@ -207,7 +280,7 @@ pub fn decode_events(bytes: &[u8]) -> Result<Vec<SegmentEvent>, DecodeError> {
         });
         rest = reader.rest;
     }
-    Ok(events)
+    Ok(contents)
 }
 
 struct Reader<'a> {
@@ -263,15 +336,108 @@ mod tests {
     #[test]
     fn the_layout_is_the_documented_one() {
         let mut buffer = new_buffer();
+        encode_lease(
+            &mut buffer,
+            &SegmentLease {
+                id: 7,
+                granted_ttl: Some(600),
+            },
+        );
         encode_event(&mut buffer, &put(0x0102, "k", "vv", 7)).expect("encode");
-        let mut expected = b"ETCDSEG\x01\x00".to_vec();
+        encode_lease(
+            &mut buffer,
+            &SegmentLease {
+                id: 8,
+                granted_ttl: None,
+            },
+        );
+        let mut expected = b"ETCDSEG\x02".to_vec();
+        expected.extend_from_slice(&[2, 7, 0, 0, 0, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[0x58, 0x02, 0, 0, 0, 0, 0, 0]);
+        expected.push(0);
         expected.extend_from_slice(&[0x02, 0x01, 0, 0, 0, 0, 0, 0]);
         expected.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 0]);
         expected.extend_from_slice(&[1, 0, 0, 0, b'k', 2, 0, 0, 0, b'v', b'v']);
+        expected.extend_from_slice(&[2, 8, 0, 0, 0, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[0xff; 8]);
         assert_eq!(buffer, expected);
         assert_eq!(
             buffer.len(),
-            HEADER_LEN + put(1, "k", "vv", 0).encoded_len()
+            HEADER_LEN + put(1, "k", "vv", 0).encoded_len() + 2 * LEASE_RECORD_LEN
+        );
+    }
+
+    /// Version 1: the same events without lease records.
+    fn version_1(events: &[SegmentEvent]) -> Vec<u8> {
+        let mut buffer = b"ETCDSEG\x01".to_vec();
+        for event in events {
+            encode_event(&mut buffer, event).expect("encode");
+        }
+        buffer
+    }
+
+    #[test]
+    fn version_1_segments_still_read_without_lease_records() {
+        let events = [put(5, "a", "1", 7), put(6, "b", "2", 0)];
+        let old = version_1(&events);
+        let mut expected = b"ETCDSEG\x01\x00".to_vec();
+        expected.extend_from_slice(&[5, 0, 0, 0, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[7, 0, 0, 0, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[1, 0, 0, 0, b'a', 1, 0, 0, 0, b'1']);
+        assert!(old.starts_with(&expected), "version 1 layout");
+        assert_eq!(
+            decode_segment(&old).expect("version 1"),
+            SegmentContents {
+                events: events.to_vec(),
+                leases: Vec::new(),
+            }
+        );
+        assert_eq!(decode_events(&old).expect("version 1"), events);
+
+        // A lease record is not part of version 1.
+        let mut damaged = old.clone();
+        let at = damaged.len();
+        encode_lease(
+            &mut damaged,
+            &SegmentLease {
+                id: 7,
+                granted_ttl: Some(60),
+            },
+        );
+        assert_eq!(
+            decode_segment(&damaged),
+            Err(DecodeError::UnknownKind { kind: 2, at })
+        );
+    }
+
+    #[test]
+    fn lease_records_are_not_events() {
+        let mut buffer = new_buffer();
+        let known = SegmentLease {
+            id: 7,
+            granted_ttl: Some(600),
+        };
+        let gone = SegmentLease {
+            id: 9,
+            granted_ttl: None,
+        };
+        encode_lease(&mut buffer, &known);
+        encode_event(&mut buffer, &put(5, "a", "1", 7)).expect("encode");
+        encode_lease(&mut buffer, &gone);
+        encode_event(&mut buffer, &put(6, "b", "2", 9)).expect("encode");
+        let contents = decode_segment(&buffer).expect("decode");
+        assert_eq!(contents.leases, [known, gone]);
+        assert_eq!(contents.events, [put(5, "a", "1", 7), put(6, "b", "2", 9)]);
+        assert_eq!(decode_events(&buffer).expect("decode"), contents.events);
+        let error = decode_segment(&buffer[..HEADER_LEN + LEASE_RECORD_LEN - 1])
+            .expect_err("truncated lease record");
+        assert_eq!(
+            error,
+            DecodeError::Truncated {
+                at: HEADER_LEN,
+                needed: 8,
+                left: 7
+            }
         );
     }
 
@@ -289,11 +455,16 @@ mod tests {
             }
         );
         assert!(error.to_string().contains("truncated"), "{error}");
-        let mut other = buffer.clone();
-        other[7] = 2;
-        let error = decode_events(&other).expect_err("version");
-        assert_eq!(error, DecodeError::UnknownVersion { version: 2 });
-        assert!(error.to_string().contains("version 2"), "{error}");
+        for version in [0, VERSION + 1] {
+            let mut other = buffer.clone();
+            other[7] = version;
+            let error = decode_events(&other).expect_err("version");
+            assert_eq!(error, DecodeError::UnknownVersion { version });
+            assert!(
+                error.to_string().contains(&format!("version {version} ")),
+                "{error}"
+            );
+        }
         let mut other = buffer.clone();
         other[HEADER_LEN] = 9;
         let error = decode_events(&other).expect_err("kind");
@@ -362,6 +533,16 @@ mod tests {
             })
     }
 
+    fn lease() -> impl Strategy<Value = SegmentLease> {
+        (any::<i64>(), prop::option::of(0i64..1_000_000))
+            .prop_map(|(id, granted_ttl)| SegmentLease { id, granted_ttl })
+    }
+
+    /// An event, with the record of a lease before it or not.
+    fn record() -> impl Strategy<Value = (Option<SegmentLease>, SegmentEvent)> {
+        (prop::option::of(lease()), event())
+    }
+
     proptest! {
         #[test]
         fn events_round_trip(mut events in prop::collection::vec(event(), 0..50), start in 1i64..1_000_000) {
@@ -375,6 +556,31 @@ mod tests {
             let expected_len: usize = HEADER_LEN + events.iter().map(SegmentEvent::encoded_len).sum::<usize>();
             prop_assert_eq!(buffer.len(), expected_len);
             prop_assert_eq!(decode_events(&buffer).expect("decode"), events);
+        }
+
+        #[test]
+        fn events_and_lease_records_round_trip(
+            mut records in prop::collection::vec(record(), 0..50),
+            start in 1i64..1_000_000,
+        ) {
+            let mut buffer = new_buffer();
+            let mut expected = SegmentContents::default();
+            for (i, (lease, event)) in records.iter_mut().enumerate() {
+                event.revision = start + (i as i64) / 3;
+                if let Some(lease) = lease {
+                    encode_lease(&mut buffer, lease);
+                    expected.leases.push(*lease);
+                }
+                encode_event(&mut buffer, event).expect("encode");
+                expected.events.push(event.clone());
+            }
+            prop_assert_eq!(
+                buffer.len(),
+                HEADER_LEN
+                    + expected.events.iter().map(SegmentEvent::encoded_len).sum::<usize>()
+                    + LEASE_RECORD_LEN * expected.leases.len()
+            );
+            prop_assert_eq!(decode_segment(&buffer).expect("decode"), expected);
         }
     }
 }

@@ -8,18 +8,28 @@
 //! - [`buffer`]: the segment being filled.
 //! - [`chain`]: the segments after a full backup, linked in order, and the
 //!   first gap ([`segment_chain`], [`fetch_segments`]).
-//! - [`watcher`]: the task that watches etcd and writes segments, reports
-//!   gaps and takes a new full backup when the chain breaks ([`spawn`]).
+//! - [`watcher`]: the task that watches etcd and writes segments after the
+//!   full backups of its own schedule, reports gaps and takes a new full
+//!   backup when the chain breaks ([`spawn`]).
+//! - [`leases`]: the granted TTL of each lease the chain's puts use, asked
+//!   from etcd and recorded in the segments.
 //! - [`progress`]: what a watcher reports, for status and `BackupReady`.
 //! - [`supervisor`]: one watcher per `EtcdBackupSchedule`.
 //! - [`replay`]: applying a chain on a restored etcd with the original
 //!   revision numbers ([`replay_segments`]).
+//! - [`replay_leases`]: the leases replayed puts are written with, granted
+//!   again with their ID and recorded TTL when the restored etcd lacks
+//!   them.
+//! - [`lease_keeper`]: keeping a restored etcd's leases alive meanwhile.
 
 pub mod buffer;
 pub mod chain;
 pub mod format;
+pub mod lease_keeper;
+pub mod leases;
 pub mod progress;
 pub mod replay;
+pub mod replay_leases;
 pub mod segment;
 pub mod supervisor;
 pub mod watcher;
@@ -28,10 +38,10 @@ pub use chain::{
     ChainGap, FetchedSegments, GapKind, SegmentChain, delete_chain, fetch_segments, link_segments,
     segment_chain,
 };
-pub use format::{EventKind, SegmentEvent};
+pub use format::{EventKind, SegmentContents, SegmentEvent, SegmentLease};
 pub use progress::IncrementalProgress;
 pub use replay::{ReplayOutcome, replay_segments};
-pub use segment::{SegmentMetadata, load_segment};
+pub use segment::{SegmentMetadata, load_segment, load_segment_contents};
 pub use watcher::{
     EndpointsFn, IncrementalHandle, IncrementalNotice, IncrementalOptions, fixed_endpoints, spawn,
 };

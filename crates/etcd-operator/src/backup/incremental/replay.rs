@@ -10,14 +10,22 @@
 //! exactly the event's, else something else writes to this etcd (or it
 //! does not hold the base's data) and the replay stops with that error.
 //!
-//! **Leases.** The watch reports the lease a key was written with but not
-//! the lease grants themselves. A replayed put keeps its lease when the
-//! restored etcd has that lease (granted before the full backup: the
-//! snapshot holds it, as `etcdutl snapshot restore` keeps leases), so that
-//! such keys expire as they would have; otherwise the key is restored
-//! without a lease ([`ReplayOutcome::puts_without_lease`] counts them).
-//! While the replay runs, every lease of the restored etcd is kept alive,
-//! so that no expiry deletes keys between two replayed revisions.
+//! **Leases.** A replayed put keeps its lease ID. When the restored etcd
+//! has that lease (granted before the full backup: the snapshot holds it,
+//! as `etcdutl snapshot restore` keeps leases) the put uses it; otherwise
+//! (a lease granted after the full backup) the lease is granted again with
+//! the same ID before the first put that uses it, with the TTL the chain
+//! recorded for it, or a fallback TTL when the chain does not know it (see
+//! [`super::replay_leases`]); [`ReplayOutcome::leases_granted`] counts
+//! them. Lease grants take no revision, so the revisions stay the source's.
+//! Only a lease etcd refuses to grant leaves its keys without a lease
+//! ([`ReplayOutcome::puts_without_lease`]). While the replay runs, every
+//! lease of the restored etcd, granted again or not, is kept alive, so
+//! that no expiry deletes keys between two replayed revisions. Afterwards
+//! each lease runs its whole TTL again from the restore, as leases do
+//! after an etcd restart or a change of leader. A lease revoked on the
+//! source after the full backup stays, without keys (its keys' deletions
+//! are replayed), until its TTL runs out.
 //!
 //! **Transaction size.** A revision holds whatever one transaction of the
 //! source changed; a revoked lease deletes all its keys in one revision.
@@ -26,14 +34,13 @@
 //! 1.5 MiB) at least as large as the source's, and larger when leases
 //! carried many keys. A refusal names the revision and its size.
 
-use std::collections::HashMap;
-use std::time::Duration;
-
 use etcd_client::{Client, GetOptions, PutOptions, Txn, TxnOp};
 
 use super::chain::SegmentChain;
 use super::format::{EventKind, SegmentEvent};
-use super::segment::load_segment;
+pub(crate) use super::lease_keeper::LeaseKeeper;
+use super::replay_leases::{PutLease, ReplayLeases};
+use super::segment::load_segment_contents;
 use crate::backup::{BackupError, BackupStore};
 
 /// What a replay did.
@@ -50,7 +57,13 @@ pub struct ReplayOutcome {
     pub events_applied: u64,
     /// Segments downloaded and verified.
     pub segments_read: usize,
-    /// Puts whose lease the restored etcd does not have, written without.
+    /// Leases the restored etcd lacked (granted after the full backup),
+    /// granted again with their ID before the first put that uses them.
+    pub leases_granted: u64,
+    /// Of those, the leases whose TTL the chain does not know, granted
+    /// with the fallback TTL.
+    pub leases_with_fallback_ttl: u64,
+    /// Puts whose lease etcd refused to grant again, written without it.
     pub puts_without_lease: u64,
 }
 
@@ -107,8 +120,8 @@ pub async fn replay_segments(
         return Ok(outcome);
     }
 
-    let leases = LeaseKeeper::start(client).await?;
-    let result = apply_chain(store, chain, target, client, &leases, &mut outcome).await;
+    let mut leases = ReplayLeases::start(client).await?;
+    let result = apply_chain(store, chain, target, client, &mut leases, &mut outcome).await;
     leases.stop();
     result.map(|()| outcome)
 }
@@ -118,7 +131,7 @@ async fn apply_chain(
     chain: &SegmentChain,
     target: i64,
     client: &mut Client,
-    leases: &LeaseKeeper,
+    leases: &mut ReplayLeases,
     outcome: &mut ReplayOutcome,
 ) -> Result<(), BackupError> {
     for segment in &chain.segments {
@@ -128,9 +141,10 @@ async fn apply_chain(
         if segment.first_revision > target {
             break;
         }
-        let events = load_segment(store, segment).await?;
+        let contents = load_segment_contents(store, segment).await?;
         outcome.segments_read += 1;
-        for revision in events.chunk_by(|a, b| a.revision == b.revision) {
+        leases.record(&contents.leases);
+        for revision in contents.events.chunk_by(|a, b| a.revision == b.revision) {
             let number = revision[0].revision;
             if number <= outcome.revision {
                 continue;
@@ -160,21 +174,16 @@ async fn apply_revision(
     client: &mut Client,
     number: i64,
     events: &[SegmentEvent],
-    leases: &LeaseKeeper,
+    leases: &mut ReplayLeases,
     outcome: &mut ReplayOutcome,
 ) -> Result<(), BackupError> {
     let mut operations = Vec::with_capacity(events.len());
     for event in events {
         operations.push(match event.kind {
             EventKind::Put => {
-                let options = if event.lease != 0 && leases.has(event.lease) {
-                    Some(PutOptions::new().with_lease(event.lease))
-                } else {
-                    if event.lease != 0 {
-                        outcome.puts_without_lease += 1;
-                    }
-                    None
-                };
+                let with_lease = event.lease != 0
+                    && leased(client, leases, event.lease, number, outcome).await?;
+                let options = with_lease.then(|| PutOptions::new().with_lease(event.lease));
                 TxnOp::put(event.key.clone(), event.value.clone(), options)
             }
             EventKind::Delete => TxnOp::delete(event.key.clone(), None),
@@ -205,6 +214,29 @@ async fn apply_revision(
     Ok(())
 }
 
+/// Whether a put of revision `number` can be written with `lease` (the
+/// restored etcd has it, or granted it again now); counts what it took.
+async fn leased(
+    client: &mut Client,
+    leases: &mut ReplayLeases,
+    lease: i64,
+    number: i64,
+    outcome: &mut ReplayOutcome,
+) -> Result<bool, BackupError> {
+    Ok(match leases.lease_for(client, lease, number).await? {
+        PutLease::Held => true,
+        PutLease::Granted { fallback } => {
+            outcome.leases_granted += 1;
+            outcome.leases_with_fallback_ttl += u64::from(fallback);
+            true
+        }
+        PutLease::Refused => {
+            outcome.puts_without_lease += 1;
+            false
+        }
+    })
+}
+
 /// The server's current revision, from a linearizable count-only read.
 async fn current_revision(client: &mut Client) -> Result<i64, BackupError> {
     let response = client
@@ -221,82 +253,4 @@ async fn current_revision(client: &mut Client) -> Result<i64, BackupError> {
             endpoint: "restored etcd".to_string(),
             message: "a read answered without header".to_string(),
         })
-}
-
-/// Keeps every lease of a restored etcd alive while a restore step works
-/// on it (nobody else can reach it to keep them alive, and an expiry would
-/// delete keys that belong to the restore).
-pub(crate) struct LeaseKeeper {
-    ids: HashMap<i64, i64>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl LeaseKeeper {
-    /// Lists the leases and keeps each alive until [`LeaseKeeper::stop`].
-    pub(crate) async fn start(client: &mut Client) -> Result<Self, BackupError> {
-        let etcd = |what: &str, e: etcd_client::Error| BackupError::Etcd {
-            endpoint: "restored etcd".to_string(),
-            message: format!("{what}: {e}"),
-        };
-        let listed = client
-            .leases()
-            .await
-            .map_err(|e| etcd("list the leases", e))?;
-        let mut ids = HashMap::new();
-        for lease in listed.leases() {
-            let ttl = client
-                .lease_time_to_live(lease.id(), None)
-                .await
-                .map_err(|e| etcd("read a lease", e))?;
-            if ttl.ttl() > 0 {
-                ids.insert(lease.id(), ttl.granted_ttl());
-            }
-        }
-        let task = (!ids.is_empty()).then(|| {
-            let client = client.clone();
-            let leases: Vec<i64> = ids.keys().copied().collect();
-            let shortest = ids.values().copied().min().unwrap_or(3).max(1);
-            let every = Duration::from_millis(u64::try_from(shortest * 1000 / 3).unwrap_or(1000))
-                .max(Duration::from_millis(300));
-            tokio::spawn(keep_alive(client, leases, every))
-        });
-        Ok(Self { ids, task })
-    }
-
-    fn has(&self, lease: i64) -> bool {
-        self.ids.contains_key(&lease)
-    }
-
-    /// Stops the keep-alives.
-    pub(crate) fn stop(mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-impl Drop for LeaseKeeper {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-async fn keep_alive(mut client: Client, leases: Vec<i64>, every: Duration) {
-    let mut keepers = Vec::with_capacity(leases.len());
-    for id in leases {
-        match client.lease_keep_alive(id).await {
-            Ok(keeper) => keepers.push(keeper),
-            Err(error) => tracing::warn!(lease = id, "cannot keep a lease alive: {error}"),
-        }
-    }
-    loop {
-        for (keeper, stream) in &mut keepers {
-            if keeper.keep_alive().await.is_ok() {
-                let _ = stream.message().await;
-            }
-        }
-        tokio::time::sleep(every).await;
-    }
 }

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::format::{DecodeError, SegmentEvent, decode_events};
+use super::format::{DecodeError, SegmentContents, SegmentEvent, decode_segment};
 use crate::backup::encryption::{self, EncryptionError, EncryptionInfo, EncryptionKey};
 use crate::backup::metadata::{ENCRYPTED_SUFFIX, METADATA_SUFFIX, metadata_name_for};
 use crate::backup::restore::opening_key;
@@ -190,6 +190,8 @@ pub struct PendingSegment {
     pub last_revision: i64,
     /// Number of events.
     pub events: u64,
+    /// IDs of the leases recorded in it.
+    pub leases: Vec<i64>,
     /// When the first event arrived.
     pub opened_at: DateTime<Utc>,
     /// When the segment was closed.
@@ -298,14 +300,22 @@ pub async fn load_segment(
     store: &BackupStore,
     metadata: &SegmentMetadata,
 ) -> Result<Vec<SegmentEvent>, BackupError> {
+    Ok(load_segment_bytes(store, metadata).await?.1.events)
+}
+
+/// [`load_segment`], with the lease records of the segment.
+pub async fn load_segment_contents(
+    store: &BackupStore,
+    metadata: &SegmentMetadata,
+) -> Result<SegmentContents, BackupError> {
     Ok(load_segment_bytes(store, metadata).await?.1)
 }
 
-/// [`load_segment`], also handing out the stored bytes it checked.
+/// [`load_segment_contents`], also handing out the stored bytes it checked.
 pub(crate) async fn load_segment_bytes(
     store: &BackupStore,
     metadata: &SegmentMetadata,
-) -> Result<(Bytes, Vec<SegmentEvent>), BackupError> {
+) -> Result<(Bytes, SegmentContents), BackupError> {
     let path = object_path(store, &metadata.object);
     let location = store.url(&path);
     let corrupt = |reason: SegmentCheckError| BackupError::Corrupt {
@@ -331,9 +341,9 @@ pub(crate) async fn load_segment_bytes(
     let encoded = decompress(&compressed, metadata.encoded_bytes)
         .await
         .map_err(&corrupt)?;
-    let events = decode_events(&encoded).map_err(|e| corrupt(e.into()))?;
-    check_events(metadata, &events).map_err(corrupt)?;
-    Ok((stored, events))
+    let contents = decode_segment(&encoded).map_err(|e| corrupt(e.into()))?;
+    check_events(metadata, &contents.events).map_err(corrupt)?;
+    Ok((stored, contents))
 }
 
 /// The stored object must be the one the metadata describes, in a
@@ -618,8 +628,8 @@ mod tests {
         encode_event(&mut encoded, &event(10)).expect("encode");
         encode_event(&mut encoded, &event(11)).expect("encode");
         put_segment(&store, &mut stored, &encoded).await;
-        let (_, events) = load_segment_bytes(&store, &stored).await.expect("load");
-        assert_eq!(events, [event(10), event(11)]);
+        let (_, contents) = load_segment_bytes(&store, &stored).await.expect("load");
+        assert_eq!(contents.events, [event(10), event(11)]);
 
         let mut longer = stored.clone();
         longer.stored_bytes += 1;

@@ -23,7 +23,11 @@
 //!   quiet cluster would never be answered. The events of that revision
 //!   are already durable and skipped. When etcd has compacted exactly that
 //!   revision, the watch starts after it.
-//! - Memory holds one segment (plus one watch response).
+//! - The first put of a chain that uses a lease makes the watcher ask etcd
+//!   for the lease's granted TTL and record it in the segment (see
+//!   [`super::leases`]), so that a replay gives the key its lease back.
+//! - Memory holds one segment (plus one watch response), and the IDs of the
+//!   chain's leases (bounded).
 //! - A failed upload (after its retries), a broken watch or an unreachable
 //!   cluster drop the unwritten events and resume, after back-off, from the
 //!   revision after the chain's end: etcd's history is the buffer. Only
@@ -45,6 +49,7 @@ use tokio_util::sync::CancellationToken;
 use super::buffer::SegmentBuffer;
 use super::chain::{ChainGap, GapKind, segment_chain};
 use super::format::{EventKind, SegmentEvent};
+use super::leases::{KnownLeases, granted_ttls, new_leases};
 use super::progress::{IncrementalProgress, answer_within};
 use super::segment::{SegmentMetadata, base_name, store_segment};
 use crate::backup::restore::sealed_like_store;
@@ -228,6 +233,8 @@ struct Position {
     /// Every revision up to this one is in the base or a durable segment.
     last_revision: i64,
     segments: u64,
+    /// The leases recorded in the chain's durable segments (this run).
+    leases: KnownLeases,
 }
 
 /// How one watch ended without error.
@@ -402,6 +409,7 @@ impl Watcher {
             base,
             last_revision,
             segments: segments.len() as u64,
+            leases: KnownLeases::default(),
         }
     }
 
@@ -453,7 +461,7 @@ impl Watcher {
             message,
         };
         let from = first_watched(position.last_revision, self.compacted);
-        let mut stream = open_watch(&endpoints, from, &self.options)
+        let (client, mut stream) = open_watch(&endpoints, from, &self.options)
             .await
             .map_err(|e| etcd_error(format!("open the watch: {e}")))?;
         let mut buffer = SegmentBuffer::new();
@@ -579,15 +587,24 @@ impl Watcher {
                         }
                         continue;
                     }
+                    let events: Vec<SegmentEvent> = response
+                        .events()
+                        .iter()
+                        .filter_map(segment_event)
+                        .filter(|e| e.revision > position.last_revision)
+                        .collect();
+                    let unrecorded =
+                        new_leases(&events, |l| position.leases.contains(l) || buffer.has_lease(l));
+                    let learned = match granted_ttls(&client, unrecorded).await {
+                        Ok(learned) => learned,
+                        Err(message) => {
+                            self.flush(position, &mut buffer).await?;
+                            return Err(etcd_error(message));
+                        }
+                    };
                     let now = Utc::now();
                     let delivered_before = received;
-                    for event in response.events() {
-                        let Some(event) = segment_event(event) else {
-                            continue;
-                        };
-                        if event.revision <= position.last_revision {
-                            continue;
-                        }
+                    for event in events {
                         if event.revision > received + 1 {
                             self.flush(position, &mut buffer).await?;
                             return Err(etcd_error(format!(
@@ -596,6 +613,9 @@ impl Watcher {
                             )));
                         }
                         received = event.revision;
+                        if let Some(lease) = learned.get(&event.lease) {
+                            buffer.push_lease(lease);
+                        }
                         buffer.push(&event, now).map_err(|error| BackupError::Corrupt {
                             location: endpoints.join(","),
                             reason: error.into(),
@@ -624,6 +644,7 @@ impl Watcher {
         let segment = store_segment(&self.store, &position.base, &pending).await?;
         position.last_revision = segment.last_revision;
         position.segments += 1;
+        position.leases.extend(pending.leases);
         self.failures = 0;
         tracing::debug!(
             cluster = %self.options.cluster,
@@ -694,11 +715,13 @@ fn segment_event(event: &etcd_client::Event) -> Option<SegmentEvent> {
     })
 }
 
+/// A client of the cluster and its watch of the whole keyspace from
+/// `from_revision` on.
 async fn open_watch(
     endpoints: &[String],
     from_revision: i64,
     options: &IncrementalOptions,
-) -> Result<WatchStream, etcd_client::Error> {
+) -> Result<(Client, WatchStream), etcd_client::Error> {
     let connect = ConnectOptions::new()
         .with_connect_timeout(options.snapshot.settings.connect_timeout)
         .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
@@ -708,11 +731,12 @@ async fn open_watch(
         .with_all_keys()
         .with_start_revision(from_revision)
         .with_progress_notify();
-    client
+    let stream = client
         .watch_client()
         .max_decoding_message_size(WATCH_MAX_MESSAGE)
         .watch(vec![0u8], Some(watch))
-        .await
+        .await?;
+    Ok((client, stream))
 }
 
 /// The first revision a watch asks for when every write up to
