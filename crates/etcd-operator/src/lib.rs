@@ -11,3 +11,4 @@ pub mod pod_programs;
 pub mod reconcile;
 pub mod resources;
 pub mod telemetry;
+pub mod tls;
