@@ -4,6 +4,7 @@ pub mod addressing;
 pub mod api;
 pub mod backup;
 pub mod controller_kit;
+pub mod cron_schedule;
 pub mod etcd;
 pub mod planner;
 pub mod pod_contract;

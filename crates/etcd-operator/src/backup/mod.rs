@@ -29,7 +29,8 @@ pub(crate) mod local_volume;
 mod metadata;
 mod restore;
 mod retention;
-pub mod schedule;
+/// Cron schedules and freshness (shared with the planner's maintenance).
+pub use crate::cron_schedule as schedule;
 mod snapshot;
 mod source;
 mod verify;

@@ -15,7 +15,7 @@ use super::membership::{KnownMember, Source, quorum};
 use super::rollout::{Unsettled, first_unsettled};
 use super::step::{Step, Waiting};
 use crate::api::{DefragRound, LastDefrag, MaintenanceStatus, SpaceRecovery, quantity};
-use crate::backup::schedule::CronSchedule;
+use crate::cron_schedule::CronSchedule;
 use crate::etcd::{AlarmKind, MemberId};
 
 /// The share of the quota (percent) at which a database file counts as

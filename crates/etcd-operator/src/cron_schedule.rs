@@ -1,5 +1,6 @@
-//! Pure decisions of a backup schedule: when the next backup is due and
-//! whether the newest backup is fresh enough for `BackupReady`.
+//! Pure decisions of a cron schedule (backups, defragmentation): when the
+//! next run is due, and whether the newest backup is fresh enough for
+//! `BackupReady`. A leaf: the planner and the backup code both use it.
 
 use chrono::{DateTime, Duration, Utc};
 use croner::Cron;
