@@ -37,6 +37,19 @@ pub fn restore_pod_name(cluster: &str) -> String {
     format!("{cluster}-restore")
 }
 
+/// The Secret of a TLS cluster's CA (`ca.crt`, `ca.key`): read by the
+/// operator only, never mounted.
+pub fn ca_secret_name(cluster: &str) -> String {
+    format!("{cluster}-ca")
+}
+
+/// A Secret holding one certificate of a TLS cluster (`tls.crt`,
+/// `tls.key`, `ca.crt`): `<cluster>-<role>-tls`, where the role is
+/// `server`, `peer`, `client` (for users) or `operator`.
+pub fn tls_secret_name(cluster: &str, role: &str) -> String {
+    format!("{cluster}-{role}-tls")
+}
+
 /// The PodDisruptionBudget of the members.
 pub fn pdb_name(cluster: &str) -> String {
     cluster.to_string()

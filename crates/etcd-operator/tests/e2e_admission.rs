@@ -626,7 +626,7 @@ fn catalogue() -> Vec<Invalid> {
         invalid(
             Cluster,
             from_backup(json!({ "destination": { "local": { "path": "/backups" } } })),
-            "destination needs exactly one of local, s3, gcs, azure",
+            "destination needs exactly one of persistentVolumeClaim, s3, gcs, azure, local",
         ),
         invalid(
             Cluster,
@@ -649,12 +649,31 @@ fn catalogue() -> Vec<Invalid> {
         invalid(
             Backup,
             backup(json!({})),
-            "destination needs exactly one of local, s3, gcs, azure",
+            "destination needs exactly one of persistentVolumeClaim, s3, gcs, azure, local",
         ),
         invalid(
             Backup,
             backup(json!({ "s3": null })),
-            "destination needs exactly one of local, s3, gcs, azure",
+            "destination needs exactly one of persistentVolumeClaim, s3, gcs, azure, local",
+        ),
+        invalid(
+            Backup,
+            backup(json!({ "persistentVolumeClaim": { "claimName": "Backups" } })),
+            "persistentVolumeClaim.claimName must be an object name",
+        ),
+        invalid(
+            Backup,
+            backup(
+                json!({ "persistentVolumeClaim": { "claimName": "backups", "path": "etcd/../other" } }),
+            ),
+            "persistentVolumeClaim.path must not hold '.' or '..' segments",
+        ),
+        invalid(
+            Backup,
+            backup(
+                json!({ "persistentVolumeClaim": { "claimName": "backups" }, "s3": { "bucket": "etcd-backups" } }),
+            ),
+            "destination needs exactly one of persistentVolumeClaim, s3, gcs, azure, local",
         ),
         invalid(
             Backup,
@@ -818,7 +837,7 @@ fn catalogue() -> Vec<Invalid> {
             schedule(
                 json!({ "destination": { "local": { "path": "/b" }, "s3": { "bucket": "b-1" } } }),
             ),
-            "destination needs exactly one of local, s3, gcs, azure",
+            "destination needs exactly one of persistentVolumeClaim, s3, gcs, azure, local",
         ),
     ]
 }
@@ -834,6 +853,18 @@ fn accepted() -> Vec<(Kind, String, Value)> {
     ]);
     vec![
         (Cluster, format!("a{}", "9".repeat(55)), json!({})),
+        (
+            Cluster,
+            "secure".into(),
+            cluster(json!({ "tls": { "builtIn": {} } })),
+        ),
+        (
+            Backup,
+            "to-a-claim".into(),
+            backup(
+                json!({ "persistentVolumeClaim": { "claimName": "etcd-backups.team", "path": "etcd/prod" } }),
+            ),
+        ),
         (
             Cluster,
             "main".into(),
@@ -997,6 +1028,21 @@ fn transitions() -> Vec<Transition> {
             spec: plain.clone(),
             change: json!({ "bootstrap": { "fromBackup": { "destination": s3() } } }),
             message: Some(bootstrap_rule),
+        },
+        // TLS is chosen at creation: neither turned on nor off later.
+        Transition {
+            kind: Cluster,
+            name: "plain",
+            spec: plain.clone(),
+            change: json!({ "tls": { "builtIn": {} } }),
+            message: Some("spec.tls is set at creation only"),
+        },
+        Transition {
+            kind: Cluster,
+            name: "secure",
+            spec: cluster(json!({ "tls": { "builtIn": {} } })),
+            change: json!({ "tls": null }),
+            message: Some("spec.tls is set at creation only"),
         },
         Transition {
             kind: Cluster,

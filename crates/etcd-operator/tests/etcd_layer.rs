@@ -20,6 +20,7 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 fn settings() -> ConnectSettings {
     ConnectSettings {
+        tls: None,
         connect_timeout: Duration::from_millis(1500),
         request_timeout: Duration::from_secs(5),
     }

@@ -70,7 +70,7 @@ pub async fn measure(
             flush_disk().await?;
             match (run + method) % 3 {
                 0 => {
-                    let source = choose_source(endpoints, options.settings).await?;
+                    let source = choose_source(endpoints, &options.settings).await?;
                     let file = work.join("etcdctl.db");
                     let started = Instant::now();
                     etcdctl_snapshot(&source.endpoint, &file).await?;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     BootstrapSpec, EtcdClusterStatus, EtcdTuning, MaintenanceSpec, MemberPodTemplate, RecoverySpec,
-    StorageSpec, pod_rules, quantity, rules, tuning, version,
+    StorageSpec, TlsSpec, pod_rules, quantity, rules, tuning, version,
 };
 
 /// Desired state of a durable etcd cluster.
@@ -87,6 +87,7 @@ use super::{
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = rules::rule("has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)", "spec.bootstrap is set at creation only: it cannot be added, changed or removed later"))]
 #[x_kube(validation = quota_fits_volume())]
+#[x_kube(validation = rules::rule("has(self.tls) == has(oldSelf.tls)", "spec.tls is set at creation only: turning TLS on or off for a running cluster is not supported yet"))]
 pub struct EtcdClusterSpec {
     /// Number of voting members, 1 to 9. Odd counts tolerate the most
     /// failures per member; even counts are accepted and reported in status.
@@ -175,6 +176,12 @@ pub struct EtcdClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "BootstrapSpec")]
     pub bootstrap: Option<BootstrapSpec>,
+
+    /// Mutual TLS for clients and peers (`tls: {builtIn: {}}`). Unset:
+    /// plain HTTP without client authentication. Set at creation only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "TlsSpec")]
+    pub tls: Option<TlsSpec>,
 }
 
 /// An explicit `etcd.quotaBackendBytes` must leave the volume room for a
@@ -219,11 +226,17 @@ impl Default for EtcdClusterSpec {
             paused: false,
             recovery: RecoverySpec::default(),
             bootstrap: None,
+            tls: None,
         }
     }
 }
 
 impl EtcdClusterSpec {
+    /// Whether members serve mutual TLS.
+    pub fn tls_enabled(&self) -> bool {
+        self.tls.is_some()
+    }
+
     /// `spec.replicas` as an unsigned count (the schema keeps it in 1..=9).
     pub fn replica_count(&self) -> u32 {
         u32::try_from(self.replicas).unwrap_or(0)

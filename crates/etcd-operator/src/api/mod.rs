@@ -21,6 +21,7 @@ mod recovery;
 pub mod rules;
 mod status;
 mod storage;
+mod tls;
 pub mod tuning;
 pub mod version;
 
@@ -45,6 +46,7 @@ pub use status::{
     RolloutStatus, SpaceRecovery,
 };
 pub use storage::{RetentionPolicy, StorageSpec};
+pub use tls::{BuiltInIssuer, TlsSpec};
 pub use tuning::{AutoCompactionMode, EtcdTuning};
 
 /// The API group of every kind this operator serves.

@@ -89,13 +89,18 @@ pub fn template_hash(spec: &EtcdClusterSpec) -> String {
     // The quota the Pods run with, derived from the volume when unset.
     let mut etcd = spec.etcd.clone();
     etcd.quota_backend_bytes = spec.quota_backend_bytes();
-    let inputs = serde_json::json!({
+    let mut inputs = serde_json::json!({
         "shape": POD_SHAPE,
         "version": spec.version,
         "image": spec.image,
         "etcd": etcd,
         "pod": pod,
     });
+    // TLS changes the Pods (URLs, flags, mounts); a plaintext cluster's
+    // hash is what it was before TLS existed, so nothing rolls for it.
+    if let (Some(tls), Some(inputs)) = (&spec.tls, inputs.as_object_mut()) {
+        inputs.insert("tls".to_string(), serde_json::json!(tls));
+    }
     // serde_json writes struct fields in declaration order and maps in key
     // order: the same spec always gives the same bytes.
     let digest = Sha256::digest(inputs.to_string().as_bytes());

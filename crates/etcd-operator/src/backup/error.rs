@@ -93,6 +93,10 @@ pub enum BackupError {
     #[error("no healthy member to take a snapshot from: {0}")]
     NoHealthyMember(String),
 
+    /// The client certificate for a TLS cluster could not be read.
+    #[error("the cluster's TLS: {0}")]
+    ClusterTls(String),
+
     /// The store of a `persistentVolumeClaim` destination does not serve
     /// yet (its Pod is starting, or cannot start: the message says which).
     #[error("the backup store is not ready: {0}")]
@@ -247,6 +251,7 @@ impl BackupError {
             },
             Self::NoHealthyMember(_)
             | Self::StoreNotReady(_)
+            | Self::ClusterTls(_)
             | Self::NoSnapshotSource(_)
             | Self::Stream { .. }
             | Self::Timeout { .. }
@@ -254,6 +259,13 @@ impl BackupError {
             | Self::Etcd { .. }
             | Self::NotFound(_) => BackupErrorCategory::Transient,
         }
+    }
+
+    /// Whether the backup waits for something being set up (the store Pod
+    /// of a claim, the certificates of a new TLS cluster) rather than
+    /// failing: a one-shot backup does not count it as an attempt.
+    pub fn is_waiting(&self) -> bool {
+        matches!(self, Self::StoreNotReady(_) | Self::ClusterTls(_))
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
@@ -296,10 +308,10 @@ mod tests {
         let stored = corrupt(SnapshotCheckError::NotWholePages { bytes: 600 }.into());
         assert!(stored.to_string().ends_with("is corrupt: 600 bytes is not a whole number of database pages plus the 32-byte hash (truncated?)"), "{stored}");
         let segment =
-            corrupt(SegmentCheckError::from(DecodeError::UnknownVersion { version: 2 }).into());
+            corrupt(SegmentCheckError::from(DecodeError::UnknownVersion { version: 3 }).into());
         assert!(
             segment.to_string().ends_with(
-                "is corrupt: segment format version 2 is not known (this operator reads 1)"
+                "is corrupt: segment format version 3 is not known (this operator reads versions 1 to 2)"
             ),
             "{segment}"
         );

@@ -85,7 +85,7 @@ pub async fn take_backup(
 ) -> Result<TakenBackup, BackupError> {
     let started = Instant::now();
     let started_at = Utc::now();
-    let source = choose_source(endpoints, options.settings).await?;
+    let source = choose_source(endpoints, &options.settings).await?;
     let base = backup_base_name(started_at, source.revision);
     let key = store.encryption();
     let sealed = if key.is_some() { ENCRYPTED_SUFFIX } else { "" };
@@ -93,7 +93,7 @@ pub async fn take_backup(
     let path = store.path(&object);
     let location = store.url(&path);
 
-    let mut stream = open_snapshot(&source, options.settings.connect_timeout).await?;
+    let mut stream = open_snapshot(&source, &options.settings).await?;
     let upload = store.store().put_multipart(&path).await?;
     let mut upload = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
     let streamed = stream_into(&mut stream, &mut upload, &source, &location, key, options).await;

@@ -12,7 +12,7 @@ use etcd_client::{Client, ConnectOptions, SnapshotStreaming};
 use futures::future::join_all;
 
 use super::BackupError;
-use crate::etcd::{ConnectSettings, format_id};
+use crate::etcd::{ConnectSettings, format_id, with_tls};
 
 /// Why asking an endpoint for its status did not give a usable answer.
 #[derive(Debug, thiserror::Error)]
@@ -112,7 +112,7 @@ pub fn prefer_follower(candidates: &[SnapshotSource]) -> Option<&SnapshotSource>
 /// was not usable.
 pub async fn choose_source(
     endpoints: &[String],
-    settings: ConnectSettings,
+    settings: &ConnectSettings,
 ) -> Result<SnapshotSource, BackupError> {
     let probes = join_all(endpoints.iter().map(|e| probe(e, settings))).await;
     choose(endpoints.iter().cloned().zip(probes)).map_err(BackupError::NoSnapshotSource)
@@ -145,10 +145,11 @@ fn choose(
     Err(SourceRefusals(refusals))
 }
 
-async fn probe(endpoint: &str, settings: ConnectSettings) -> Result<SnapshotSource, ProbeError> {
+async fn probe(endpoint: &str, settings: &ConnectSettings) -> Result<SnapshotSource, ProbeError> {
     let options = ConnectOptions::new()
         .with_connect_timeout(settings.connect_timeout)
         .with_timeout(settings.request_timeout);
+    let options = with_tls(options, settings.tls.as_deref());
     let request = async {
         let mut client = Client::connect([endpoint], Some(options)).await?;
         client.status().await
@@ -180,11 +181,13 @@ async fn probe(endpoint: &str, settings: ConnectSettings) -> Result<SnapshotSour
 /// (a large database takes a while); the caller bounds each message.
 pub async fn open_snapshot(
     source: &SnapshotSource,
-    connect_timeout: Duration,
+    settings: &ConnectSettings,
 ) -> Result<SnapshotStreaming, BackupError> {
+    let connect_timeout = settings.connect_timeout;
     let options = ConnectOptions::new()
         .with_connect_timeout(connect_timeout)
         .with_keep_alive(Duration::from_secs(10), connect_timeout);
+    let options = with_tls(options, settings.tls.as_deref());
     let stream_error = |e: etcd_client::Error| BackupError::Stream {
         endpoint: source.endpoint.clone(),
         message: e.to_string(),
@@ -292,6 +295,7 @@ mod tests {
         ConnectSettings {
             connect_timeout: Duration::from_secs(5),
             request_timeout,
+            tls: None,
         }
     }
 
@@ -306,7 +310,7 @@ mod tests {
         let endpoint = format!("http://{}", silent.local_addr().expect("address"));
         let timeout = Duration::from_millis(300);
         let started = std::time::Instant::now();
-        let error = probe(&endpoint, settings(timeout))
+        let error = probe(&endpoint, &settings(timeout))
             .await
             .expect_err("no answer");
         assert!(started.elapsed() < Duration::from_secs(3), "{error}");
@@ -327,7 +331,7 @@ mod tests {
             listener.local_addr().expect("address").port()
         };
         let endpoint = format!("http://127.0.0.1:{port}");
-        let error = probe(&endpoint, settings(Duration::from_secs(5)))
+        let error = probe(&endpoint, &settings(Duration::from_secs(5)))
             .await
             .expect_err("refused");
         assert!(matches!(error, ProbeError::Etcd(_)), "{error:?}");

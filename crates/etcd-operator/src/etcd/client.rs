@@ -4,12 +4,13 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions, GetOptions};
 
 use super::error::{EtcdError, RequestSubject, classify};
+use super::tls::{ClientTls, with_tls};
 use super::types::{EndpointStatus, MemberHealth, MemberId};
 
 /// The key read by health checks, as `etcdctl endpoint health` does. It
@@ -27,13 +28,15 @@ fn is_alarm(error: &str) -> bool {
     error.contains("alarm:") && !error.contains("alarm:NOSPACE")
 }
 
-/// Timeouts of the etcd layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Timeouts of the etcd layer, and the TLS of the cluster's members.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectSettings {
     /// How long to wait for a TCP/HTTP2 connection to an endpoint.
     pub connect_timeout: Duration,
     /// Deadline of every request (connection included).
     pub request_timeout: Duration,
+    /// Mutual TLS to the members, when the cluster serves it.
+    pub tls: Option<Arc<ClientTls>>,
 }
 
 impl Default for ConnectSettings {
@@ -43,6 +46,7 @@ impl Default for ConnectSettings {
             // Below etcd's own 7 s request timeout, so a stuck proposal
             // shows up here as our timeout rather than hanging a reconcile.
             request_timeout: Duration::from_secs(5),
+            tls: None,
         }
     }
 }
@@ -95,7 +99,7 @@ impl EndpointClients {
     }
 
     pub(crate) fn settings(&self) -> ConnectSettings {
-        self.settings
+        self.settings.clone()
     }
 
     async fn client(
@@ -113,6 +117,7 @@ impl EndpointClients {
             .with_timeout(self.settings.request_timeout)
             .with_keep_alive(Duration::from_secs(10), self.settings.connect_timeout)
             .with_require_leader(requirement == LeaderRequirement::RequireLeader);
+        let options = with_tls(options, self.settings.tls.as_deref());
         // Connecting is lazy: the first request opens the connection.
         let client = Client::connect([endpoint], Some(options))
             .await

@@ -14,6 +14,7 @@ mod error;
 mod maintenance;
 mod membership;
 mod observe;
+mod tls;
 mod types;
 
 pub use admin::{EtcdAdmin, LeaderEndpoint};
@@ -22,6 +23,7 @@ pub use error::{ErrorCategory, EtcdError};
 pub use maintenance::{Alarm, AlarmKind, DEFRAG_TIMEOUT, parse_alarms};
 pub use membership::AddedMember;
 pub use observe::observe;
+pub use tls::{ClientTls, scheme, with_tls};
 pub use types::{
     EndpointObservation, EndpointStatus, Member, MemberHealth, MemberId, MemberList, ObservedEtcd,
     ObservedMember, format_id, parse_id,

@@ -421,7 +421,7 @@ impl EtcdCalls<'_> {
         operation: &'static str,
         call: impl AsyncFnOnce(&EtcdAdmin) -> Result<T, EtcdError>,
     ) -> Result<T, ActError> {
-        let admin = admin(self.endpoints, self.settings, operation)?;
+        let admin = admin(self.endpoints, self.settings.clone(), operation)?;
         call(&admin).await.map_err(etcd_failed(operation))
     }
 }

@@ -165,6 +165,9 @@ pub enum ReconcileError {
     /// The status write failed.
     #[error(transparent)]
     Status(#[from] StatusError),
+    /// The certificates of a TLS cluster could not be made current.
+    #[error(transparent)]
+    Tls(#[from] super::tls_material::TlsMaterialError),
     /// The pass panicked (a bug met on this cluster's objects). Only this
     /// cluster waits, for a change to its object.
     #[error("the reconcile pass panicked: {0}")]
@@ -179,6 +182,7 @@ impl ReconcileError {
             ReconcileError::Observe(_) => "observe",
             ReconcileError::Act(_) => "act",
             ReconcileError::Status(_) => "status",
+            ReconcileError::Tls(_) => "tls",
             ReconcileError::Panicked(_) => "pass",
         }
     }
@@ -190,6 +194,7 @@ impl ReconcileError {
             ReconcileError::Observe(e) => e.category(),
             ReconcileError::Act(e) => e.category(),
             ReconcileError::Status(e) => e.category(),
+            ReconcileError::Tls(e) => e.category(),
             ReconcileError::Panicked(_) => Category::InvalidSpec,
         }
     }

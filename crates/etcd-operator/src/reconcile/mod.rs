@@ -27,6 +27,7 @@ mod observe;
 mod pipeline;
 mod plan;
 pub(crate) mod status;
+pub(crate) mod tls_material;
 pub mod volume_usage;
 
 pub use act::{Child, Step};

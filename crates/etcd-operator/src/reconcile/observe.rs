@@ -226,7 +226,7 @@ pub async fn observe(
     let endpoints = pod_endpoints(
         pods.iter()
             .filter(|p| p.labels().contains_key(ORDINAL_LABEL)),
-        "http",
+        crate::etcd::scheme(etcd_settings.tls.as_deref()),
         CLIENT_PORT,
     );
     let etcd = async {

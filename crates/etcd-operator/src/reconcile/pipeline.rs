@@ -25,8 +25,10 @@ use super::node_index::ClusterKey;
 use super::observe;
 use super::plan::{self, PassPlan, PlanEvent};
 use super::status;
+use super::tls_material;
 use crate::api::{EtcdCluster, LastOperation, OperationState};
 use crate::controller_kit::{events, unreadable};
+use crate::etcd::ConnectSettings;
 use crate::planner::ActionKind;
 use crate::telemetry::ClusterGauges;
 
@@ -80,7 +82,12 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
         return Ok(Action::await_change());
     }
 
-    let snapshot = observe::observe(&ctx.client, &cluster, ctx.config.etcd).await?;
+    let tls = tls_material::ensure(&ctx.client, &cluster, &ctx.config.cluster_domain).await?;
+    let etcd_settings = ConnectSettings {
+        tls,
+        ..ctx.config.etcd.clone()
+    };
+    let snapshot = observe::observe(&ctx.client, &cluster, etcd_settings.clone()).await?;
     ctx.nodes.set_nodes(key, snapshot.pod_node_names());
 
     let settings = plan::BuildSettings {
@@ -126,7 +133,7 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
                 &ctx.client,
                 &namespace,
                 &snapshot.endpoints,
-                ctx.config.etcd,
+                etcd_settings.clone(),
                 step,
             )
             .await;

@@ -213,6 +213,7 @@ fn to_step(
     let name = cluster.name_any();
     let addressing = MemberAddressing {
         cluster_domain: settings.cluster_domain.clone(),
+        tls: cluster.spec.tls_enabled(),
         ..MemberAddressing::new(name.clone(), cluster.namespace().unwrap_or_default())
     };
     let member = |ordinal: u32| member_name(&name, ordinal);

@@ -1,11 +1,12 @@
 //! Pure builders of the Kubernetes objects of a cluster: Services, PVCs,
 //! member Pods and the PodDisruptionBudget. No I/O: spec in, objects out.
 
+pub mod backup_store;
 mod labels;
 mod objects;
-pub mod backup_store;
 pub mod restore;
 pub mod scheduling;
+pub mod tls;
 
 #[cfg(test)]
 mod tests;

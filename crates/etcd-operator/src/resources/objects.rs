@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, HTTPGetAction,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod,
-    PodSecurityContext, PodSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext,
-    Service, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    PodSecurityContext, PodSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource,
+    SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -178,7 +179,7 @@ pub fn etcd_args(
 ) -> Vec<String> {
     let tuning = &cluster.spec.etcd;
     let scheme = addressing.scheme();
-    vec![
+    let mut args = vec![
         format!("--name={}", member_name(&addressing.cluster, ordinal)),
         format!("--data-dir={DATA_DIR}"),
         format!("--listen-peer-urls={scheme}://0.0.0.0:{PEER_PORT}"),
@@ -221,7 +222,11 @@ pub fn etcd_args(
         // While a member defragments, its gRPC health service says
         // NOT_SERVING, so clients that check it go to another member.
         "--feature-gates=StopGRPCServiceOnDefrag=true".to_string(),
-    ]
+    ];
+    if addressing.tls {
+        args.extend(super::tls::etcd_tls_flags(&addressing.cluster));
+    }
+    args
 }
 
 fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
@@ -472,10 +477,21 @@ pub fn member_pod_with(
         liveness_probe: Some(http_probe("/livez", 10, 6)),
         readiness_probe: Some(http_probe("/readyz", 5, 3)),
         resources: template.resources.clone(),
-        volume_mounts: Some(vec![data_mount, guard_mount]),
+        volume_mounts: Some(etcd_mounts(data_mount, guard_mount, addressing.tls)),
         security_context: Some(container_security),
         ..Container::default()
     };
+    let mut volumes = vec![
+        data_volume(&name, ordinal),
+        Volume {
+            name: "guard".to_string(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        },
+    ];
+    if addressing.tls {
+        volumes.extend(tls_volumes(&name));
+    }
     let replicas = u32::try_from(cluster.spec.replicas).unwrap_or(0);
     let spreading = scheduling::spreading(template, replicas, &facts.placement);
     Pod {
@@ -486,14 +502,7 @@ pub fn member_pod_with(
             restart_policy: Some("Always".to_string()),
             init_containers: Some(vec![guard]),
             containers: vec![etcd, volume_usage],
-            volumes: Some(vec![
-                data_volume(&name, ordinal),
-                Volume {
-                    name: "guard".to_string(),
-                    empty_dir: Some(EmptyDirVolumeSource::default()),
-                    ..Volume::default()
-                },
-            ]),
+            volumes: Some(volumes),
             security_context: Some(pod_security_context(template)),
             node_selector: (!template.node_selector.is_empty())
                 .then(|| template.node_selector.clone()),
@@ -508,6 +517,46 @@ pub fn member_pod_with(
         }),
         ..Pod::default()
     }
+}
+
+/// The etcd container's mounts: data, the guard, and the server and peer
+/// certificates of a TLS cluster (read-only).
+fn etcd_mounts(data: VolumeMount, guard: VolumeMount, tls: bool) -> Vec<VolumeMount> {
+    let mut mounts = vec![data, guard];
+    if tls {
+        for (volume, dir) in [
+            ("server-tls", super::tls::SERVER_TLS_DIR),
+            ("peer-tls", super::tls::PEER_TLS_DIR),
+        ] {
+            mounts.push(VolumeMount {
+                name: volume.to_string(),
+                mount_path: dir.to_string(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            });
+        }
+    }
+    mounts
+}
+
+/// The Secrets of the server and peer certificates, as volumes (files
+/// readable by the etcd user only through the pod's `fsGroup`).
+fn tls_volumes(cluster: &str) -> Vec<Volume> {
+    [
+        ("server-tls", super::tls::TlsRole::Server),
+        ("peer-tls", super::tls::TlsRole::Peer),
+    ]
+    .into_iter()
+    .map(|(volume, role)| Volume {
+        name: volume.to_string(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(super::tls::leaf_secret_name(cluster, role)),
+            default_mode: Some(0o440),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    })
+    .collect()
 }
 
 /// The `volume-usage` sidecar: the operator's binary serving how full the

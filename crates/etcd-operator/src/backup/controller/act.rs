@@ -18,13 +18,17 @@ pub(super) async fn back_up(
 ) -> Result<(TakenBackup, BackupStore), BackupError> {
     let namespace = writer.namespace.clone();
     let namespace = namespace.as_str();
-    observe::cluster(&ctx.client, namespace, cluster).await?;
+    let object = observe::cluster(&ctx.client, namespace, cluster).await?;
+    let tls =
+        observe::cluster_tls(&ctx.client, &object, &ctx.store_settings.cluster_domain).await?;
     let secrets =
         observe::destination_secrets(&ctx.client, namespace, destination, &ctx.store_settings)
             .await?;
     let store = secrets.open(destination, namespace, cluster)?;
-    let endpoints = observe::member_endpoints(&ctx.client, namespace, cluster).await?;
-    let options = ctx.options.written_by(writer);
+    let scheme = crate::etcd::scheme(tls.as_deref());
+    let endpoints = observe::member_endpoints(&ctx.client, namespace, cluster, scheme).await?;
+    let mut options = ctx.options.written_by(writer);
+    options.settings.tls = tls;
     let taken = take_backup(&store, &endpoints, namespace, cluster, &options).await?;
     Ok((taken, store))
 }

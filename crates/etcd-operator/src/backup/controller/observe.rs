@@ -18,6 +18,7 @@ use crate::backup::volume_store::{VolumeStoreSettings, ensure_store};
 use crate::backup::{BackupError, BackupStore, Credentials, EncryptionKey};
 use crate::controller_kit::member_endpoints::pod_endpoints;
 use crate::controller_kit::unreadable;
+use crate::etcd::ClientTls;
 
 /// The Secrets of a destination, read.
 pub(super) struct DestinationSecrets {
@@ -175,12 +176,25 @@ pub(super) fn encryption_key_from(
     })
 }
 
-/// The client URLs of the cluster's member Pods; none is
-/// [`BackupError::NoHealthyMember`].
+/// What the operator connects to a TLS cluster with (`None` for a
+/// plaintext one).
+pub(super) async fn cluster_tls(
+    client: &Client,
+    cluster: &EtcdCluster,
+    cluster_domain: &str,
+) -> Result<Option<std::sync::Arc<ClientTls>>, BackupError> {
+    crate::reconcile::tls_material::read_operator_tls(client, cluster, cluster_domain)
+        .await
+        .map_err(|e| BackupError::ClusterTls(e.to_string()))
+}
+
+/// The client URLs (`scheme://pod-ip:2379`) of the cluster's member Pods;
+/// none is [`BackupError::NoHealthyMember`].
 pub(super) async fn member_endpoints(
     client: &Client,
     namespace: &str,
     cluster: &str,
+    scheme: &str,
 ) -> Result<Vec<String>, BackupError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let selector = cluster_selector(cluster);
@@ -188,7 +202,7 @@ pub(super) async fn member_endpoints(
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(|e| BackupError::NoHealthyMember(format!("list the member Pods: {e}")))?;
-    let endpoints = pod_endpoints(&pods.items, "http", CLIENT_PORT);
+    let endpoints = pod_endpoints(&pods.items, scheme, CLIENT_PORT);
     if endpoints.is_empty() {
         return Err(BackupError::NoHealthyMember(format!(
             "no member Pod of {cluster} has an IP"

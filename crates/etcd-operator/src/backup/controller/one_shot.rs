@@ -23,6 +23,9 @@ pub(super) async fn pass(
     ctx: Arc<Context>,
 ) -> Result<Action, BackupControllerError> {
     let backup: EtcdBackup = decoded(&ctx, &object, "backup").await?;
+    if let Some(wait) = plan::wait_before_next(backup.status.as_ref(), Utc::now()) {
+        return Ok(Action::requeue(wait));
+    }
     let Some(running) = plan::start(backup.status.as_ref(), Utc::now()) else {
         return Ok(Action::await_change());
     };

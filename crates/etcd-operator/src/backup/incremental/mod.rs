@@ -43,5 +43,6 @@ pub use progress::IncrementalProgress;
 pub use replay::{ReplayOutcome, replay_segments};
 pub use segment::{SegmentMetadata, load_segment, load_segment_contents};
 pub use watcher::{
-    EndpointsFn, IncrementalHandle, IncrementalNotice, IncrementalOptions, fixed_endpoints, spawn,
+    EndpointsFn, IncrementalHandle, IncrementalNotice, IncrementalOptions, MemberEndpoints,
+    fixed_endpoints, spawn,
 };

@@ -57,7 +57,7 @@ use crate::backup::{
     BackupError, BackupMetadata, BackupStore, SnapshotOptions, TakenBackup, list_backups,
     take_backup,
 };
-use crate::etcd::format_id;
+use crate::etcd::{ClientTls, format_id, with_tls};
 
 /// Largest watch response accepted: etcd sends up to 1,000 whole revisions
 /// per response, each up to the server's request limit.
@@ -70,16 +70,26 @@ const NEWER_BASE_CHECK: Duration = Duration::from_secs(60);
 /// progress still counts them).
 const NOTICES: usize = 64;
 
-/// Where the cluster's members are, asked again at every (re)connection
-/// because pod IPs change.
-pub type EndpointsFn =
-    Arc<dyn Fn() -> BoxFuture<'static, Result<Vec<String>, BackupError>> + Send + Sync>;
+/// The members' client URLs, and the TLS to reach them with (`None` for
+/// a plaintext cluster).
+#[derive(Debug, Clone)]
+pub struct MemberEndpoints {
+    /// Client URLs (`http://` or `https://`).
+    pub urls: Vec<String>,
+    /// The operator's client TLS for the cluster.
+    pub tls: Option<Arc<ClientTls>>,
+}
 
-/// Endpoints that never change (tests, static clusters).
+/// Where the cluster's members are and how to reach them, asked again at
+/// every (re)connection because pod IPs change and certificates renew.
+pub type EndpointsFn =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<MemberEndpoints, BackupError>> + Send + Sync>;
+
+/// Plaintext endpoints that never change (tests, static clusters).
 pub fn fixed_endpoints(endpoints: Vec<String>) -> EndpointsFn {
     Arc::new(move || {
-        let endpoints = endpoints.clone();
-        Box::pin(async move { Ok(endpoints) })
+        let urls = endpoints.clone();
+        Box::pin(async move { Ok(MemberEndpoints { urls, tls: None }) })
     })
 }
 
@@ -427,12 +437,14 @@ impl Watcher {
 
     async fn take_full(&mut self) -> Result<BackupMetadata, BackupError> {
         let endpoints = (self.endpoints)().await?;
+        let mut snapshot = self.options.snapshot.clone();
+        snapshot.settings.tls = endpoints.tls;
         let taken = take_backup(
             &self.store,
-            &endpoints,
+            &endpoints.urls,
             &self.options.namespace,
             &self.options.cluster,
-            &self.options.snapshot,
+            &snapshot,
         )
         .await?;
         let base = taken.metadata.clone();
@@ -455,13 +467,16 @@ impl Watcher {
         position: &mut Position,
         cancel: &CancellationToken,
     ) -> Result<WatchEnd, BackupError> {
-        let endpoints = (self.endpoints)().await?;
+        let MemberEndpoints {
+            urls: endpoints,
+            tls,
+        } = (self.endpoints)().await?;
         let etcd_error = |message: String| BackupError::Etcd {
             endpoint: endpoints.join(","),
             message,
         };
         let from = first_watched(position.last_revision, self.compacted);
-        let (client, mut stream) = open_watch(&endpoints, from, &self.options)
+        let (client, mut stream) = open_watch(&endpoints, from, &self.options, tls.as_deref())
             .await
             .map_err(|e| etcd_error(format!("open the watch: {e}")))?;
         let mut buffer = SegmentBuffer::new();
@@ -721,11 +736,13 @@ async fn open_watch(
     endpoints: &[String],
     from_revision: i64,
     options: &IncrementalOptions,
+    tls: Option<&ClientTls>,
 ) -> Result<(Client, WatchStream), etcd_client::Error> {
     let connect = ConnectOptions::new()
         .with_connect_timeout(options.snapshot.settings.connect_timeout)
         .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
         .with_require_leader(true);
+    let connect = with_tls(connect, tls);
     let client = Client::connect(endpoints, Some(connect)).await?;
     let watch = WatchOptions::new()
         .with_all_keys()

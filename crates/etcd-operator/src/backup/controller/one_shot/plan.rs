@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::events::Event;
 
 use crate::api::{BackupPhase, EtcdBackupStatus};
-use crate::backup::kube_time::to_kube;
+use crate::backup::kube_time::{from_kube, to_kube};
 use crate::backup::{BackupError, BackupErrorCategory, TakenBackup};
 use crate::controller_kit::{conditions, events};
 
@@ -37,6 +37,29 @@ pub fn start(current: Option<&EtcdBackupStatus>, now: DateTime<Utc>) -> Option<E
         start_time: Some(to_kube(now)),
         ..current
     })
+}
+
+/// How long a `Pending` backup still waits before its next attempt: the
+/// back-off of its last failure (or [`WAITING_RETRY`]), counted from that
+/// attempt's start. Every status write wakes the controller at once; this
+/// keeps the back-off. `None`: an attempt may start now.
+pub fn wait_before_next(status: Option<&EtcdBackupStatus>, now: DateTime<Utc>) -> Option<Duration> {
+    let status = status?;
+    if status.phase != Some(BackupPhase::Pending) {
+        return None;
+    }
+    let started = from_kube(status.start_time.as_ref()?);
+    let wait = match conditions::find(&status.conditions, COMPLETE)?
+        .reason
+        .as_str()
+    {
+        "Waiting" => WAITING_RETRY,
+        "Retrying" => back_off(status.attempts, BackupErrorCategory::Transient),
+        "Misconfigured" => back_off(status.attempts, BackupErrorCategory::Configuration),
+        _ => return None,
+    };
+    let due = started + chrono::Duration::from_std(wait).ok()?;
+    (now < due).then(|| (due - now).to_std().ok()).flatten()
 }
 
 /// What follows an attempt.
@@ -101,7 +124,13 @@ fn succeeded(running: &EtcdBackupStatus, taken: &TakenBackup) -> AfterAttempt {
     }
 }
 
+/// How often a backup waiting for something being set up is tried again.
+pub const WAITING_RETRY: Duration = Duration::from_secs(10);
+
 fn failed(running: &EtcdBackupStatus, error: &BackupError, now: DateTime<Utc>) -> AfterAttempt {
+    if error.is_waiting() {
+        return waiting(running, error, now);
+    }
     let attempts = running.attempts;
     let category = error.category();
     let gave_up = attempts >= MAX_ATTEMPTS || category == BackupErrorCategory::Corrupt;
@@ -116,7 +145,13 @@ fn failed(running: &EtcdBackupStatus, error: &BackupError, now: DateTime<Utc>) -
         completion_time: gave_up.then(|| to_kube(now)),
         conditions: vec![complete(
             false,
-            if gave_up { "Failed" } else { "Retrying" },
+            if gave_up {
+                "Failed"
+            } else if category == BackupErrorCategory::Configuration {
+                "Misconfigured"
+            } else {
+                "Retrying"
+            },
             &message,
             now,
         )],
@@ -130,6 +165,25 @@ fn failed(running: &EtcdBackupStatus, error: &BackupError, now: DateTime<Utc>) -
             &format!("attempt {attempts}: {message}"),
         ),
         retry_after: (!gave_up).then(|| back_off(attempts, category)),
+    }
+}
+
+/// Something the backup needs is being set up (the store Pod of a claim
+/// starting, the certificates of a new TLS cluster): not an attempt, it
+/// waits without using one up.
+fn waiting(running: &EtcdBackupStatus, error: &BackupError, now: DateTime<Utc>) -> AfterAttempt {
+    let message = error.to_string();
+    let status = EtcdBackupStatus {
+        phase: Some(BackupPhase::Pending),
+        attempts: running.attempts.saturating_sub(1),
+        error: Some(message.clone()),
+        conditions: vec![complete(false, "Waiting", &message, now)],
+        ..running.clone()
+    };
+    AfterAttempt {
+        status,
+        event: events::normal(ACTION, "BackupWaiting", &message),
+        retry_after: Some(WAITING_RETRY),
     }
 }
 

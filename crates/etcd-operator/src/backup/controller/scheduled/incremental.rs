@@ -17,14 +17,14 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use tokio::sync::mpsc;
 
 use super::super::{Context, observe};
 use super::plan::{self, IncrementalPass};
 use crate::api::{EtcdBackupSchedule, EtcdBackupScheduleStatus};
 use crate::backup::incremental::supervisor::{STOP_GRACE, ScheduleKey};
-use crate::backup::incremental::{EndpointsFn, IncrementalNotice, spawn};
+use crate::backup::incremental::{EndpointsFn, IncrementalNotice, MemberEndpoints, spawn};
 use crate::backup::{BackupError, BackupMetadata, BackupStore, BackupWriter};
 use crate::controller_kit::events;
 
@@ -104,7 +104,7 @@ async fn start_or_keep(
     }
     let snapshot = ctx.options.written_by(BackupWriter::of(schedule));
     let options = plan::watcher_options(namespace, spec, status, interval, snapshot);
-    let endpoints = member_endpoints(ctx.client.clone(), namespace, &spec.cluster_name);
+    let endpoints = member_endpoints(ctx, namespace, &spec.cluster_name);
     let mut handle = spawn(store.clone(), endpoints, options);
     if let Some(notices) = handle.take_notices() {
         let recorder = ctx.recorder.clone();
@@ -118,16 +118,26 @@ async fn start_or_keep(
     Ok(store)
 }
 
-/// The member Pods' client URLs, listed at each (re)connection.
-fn member_endpoints(client: Client, namespace: &str, cluster: &str) -> EndpointsFn {
+/// The member Pods' client URLs and the operator's TLS for the cluster,
+/// read at each (re)connection.
+fn member_endpoints(ctx: &Context, namespace: &str, cluster: &str) -> EndpointsFn {
+    let client = ctx.client.clone();
+    let domain = ctx.store_settings.cluster_domain.clone();
     let namespace = namespace.to_string();
     let cluster = cluster.to_string();
     Arc::new(
-        move || -> BoxFuture<'static, Result<Vec<String>, BackupError>> {
+        move || -> BoxFuture<'static, Result<MemberEndpoints, BackupError>> {
             let client = client.clone();
+            let domain = domain.clone();
             let namespace = namespace.clone();
             let cluster = cluster.clone();
-            Box::pin(async move { observe::member_endpoints(&client, &namespace, &cluster).await })
+            Box::pin(async move {
+                let object = observe::cluster(&client, &namespace, &cluster).await?;
+                let tls = observe::cluster_tls(&client, &object, &domain).await?;
+                let scheme = crate::etcd::scheme(tls.as_deref());
+                let urls = observe::member_endpoints(&client, &namespace, &cluster, scheme).await?;
+                Ok(MemberEndpoints { urls, tls })
+            })
         },
     )
 }

@@ -177,3 +177,55 @@ fn back_off_doubles_and_configuration_errors_wait_longer() {
         Duration::from_secs(60)
     );
 }
+
+#[test]
+fn waiting_for_the_store_or_the_certificates_uses_up_no_attempt() {
+    let mut status = start(None, at(0, 0)).expect("an attempt");
+    for minute in 1..=20 {
+        let error = BackupError::StoreNotReady("Pod backup-store-x is Pending".into());
+        let after = after_attempt(&status, Err(&error), at(minute, 0));
+        assert_eq!(after.status.phase, Some(BackupPhase::Pending));
+        assert_eq!(after.status.attempts, 0);
+        assert_eq!(after.retry_after, Some(WAITING_RETRY));
+        assert_eq!(complete_condition(&after.status).reason, "Waiting");
+        status = start(Some(&after.status), at(minute, 1)).expect("another attempt");
+    }
+    let error = BackupError::ClusterTls("Secret prod/main-operator-tls does not exist yet".into());
+    let after = after_attempt(&status, Err(&error), at(30, 0));
+    assert_eq!(after.status.phase, Some(BackupPhase::Pending));
+    let failed = after_attempt(&status, Err(&no_member()), at(31, 0));
+    assert_eq!(failed.status.attempts, 1, "a real failure still counts");
+}
+
+#[test]
+fn the_next_attempt_waits_out_the_back_off_whatever_wakes_the_controller() {
+    let running = start(None, at(0, 0)).expect("an attempt");
+    let after = after_attempt(&running, Err(&no_member()), at(0, 1));
+    // A status write wakes the controller at once: not due before 15 s.
+    assert_eq!(
+        wait_before_next(Some(&after.status), at(0, 2)),
+        Some(Duration::from_secs(13))
+    );
+    assert_eq!(wait_before_next(Some(&after.status), at(0, 15)), None);
+    let missing = BackupError::Destination("Secret prod/s3 does not exist".into());
+    let misconfigured = after_attempt(&running, Err(&missing), at(0, 1));
+    assert_eq!(
+        complete_condition(&misconfigured.status).reason,
+        "Misconfigured"
+    );
+    assert_eq!(
+        wait_before_next(Some(&misconfigured.status), at(0, 30)),
+        Some(Duration::from_secs(30))
+    );
+    let store = BackupError::StoreNotReady("starting".into());
+    let waiting = after_attempt(&running, Err(&store), at(0, 1));
+    assert_eq!(
+        wait_before_next(Some(&waiting.status), at(0, 4)),
+        Some(Duration::from_secs(6))
+    );
+    assert_eq!(
+        wait_before_next(None, at(0, 4)),
+        None,
+        "a new backup starts at once"
+    );
+}

@@ -1,0 +1,266 @@
+//! The certificates of a TLS cluster, made to exist before each pass
+//! observes it: the CA (generated once), and the server, peer, user-client
+//! and operator certificates, each issued when missing and issued again in
+//! place when [`crate::tls::renewal_of`] says so (past two-thirds of its
+//! life, expired, missing a name, or not signed by the CA). etcd reads its
+//! certificate files at every handshake and the kubelet refreshes mounted
+//! Secrets, so a renewed leaf is picked up without a restart. Returns what
+//! the operator connects with.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::PostParams;
+use kube::{Api, Client, ResourceExt};
+
+use crate::addressing::{MemberAddressing, ca_secret_name};
+use crate::api::EtcdCluster;
+use crate::controller_kit::Category;
+use crate::etcd::ClientTls;
+use crate::resources::tls::{
+    CA_KEY, CA_PRIVATE_KEY, CERT_KEY, KEY_KEY, TlsRole, ca_secret, certificate_names, leaf_secret,
+    leaf_secret_name, server_name,
+};
+use crate::tls::{
+    CertificateAuthority, LeafRequest, RenewalDecision, RenewalPolicy, TlsError, renewal_of,
+};
+
+/// The certificates could not be read, issued or stored.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsMaterialError {
+    /// A Secret could not be read or written.
+    #[error("{what} Secret {name}: {source}")]
+    Secret {
+        /// What was done.
+        what: &'static str,
+        /// The Secret.
+        name: String,
+        /// The error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A Secret the operator's connections need does not exist yet.
+    #[error("{0}")]
+    Missing(String),
+    /// The CA in its Secret is unusable, or a certificate could not be
+    /// issued. A person must look: the CA is never replaced by itself (every
+    /// client that trusts it would be cut off).
+    #[error("certificate {what}: {source}")]
+    Certificate {
+        /// Which certificate.
+        what: String,
+        /// Why.
+        #[source]
+        source: TlsError,
+    },
+}
+
+impl TlsMaterialError {
+    /// Category of the error.
+    pub fn category(&self) -> Category {
+        match self {
+            Self::Secret { source, .. } => Category::of_kube(source),
+            Self::Missing(_) => Category::Transient,
+            Self::Certificate { .. } => Category::InvalidSpec,
+        }
+    }
+}
+
+/// Makes the certificates of `cluster` exist and current; returns the
+/// operator's client TLS, or `None` for a plaintext cluster.
+pub async fn ensure(
+    client: &Client,
+    cluster: &EtcdCluster,
+    cluster_domain: &str,
+) -> Result<Option<Arc<ClientTls>>, TlsMaterialError> {
+    if !cluster.spec.tls_enabled() {
+        return Ok(None);
+    }
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let addressing = MemberAddressing {
+        cluster_domain: cluster_domain.to_string(),
+        tls: true,
+        ..MemberAddressing::new(name.clone(), namespace.clone())
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let ca = ensure_ca(&secrets, cluster).await?;
+    let mut operator = None;
+    for role in TlsRole::ALL {
+        let (cert_pem, key_pem) = ensure_leaf(&secrets, cluster, &addressing, &ca, role).await?;
+        if role == TlsRole::Operator {
+            operator = Some((cert_pem, key_pem));
+        }
+    }
+    let (cert_pem, key_pem) = operator.unwrap_or_default();
+    Ok(Some(Arc::new(ClientTls {
+        ca_pem: ca.cert_pem().to_string(),
+        cert_pem,
+        key_pem,
+        server_name: server_name(&addressing),
+    })))
+}
+
+async fn ensure_ca(
+    secrets: &Api<Secret>,
+    cluster: &EtcdCluster,
+) -> Result<CertificateAuthority, TlsMaterialError> {
+    let name = ca_secret_name(&cluster.name_any());
+    let certificate = |source| TlsMaterialError::Certificate {
+        what: format!("authority in Secret {name}"),
+        source,
+    };
+    if let Some(secret) = read(secrets, &name).await? {
+        let cert = text(&secret, CA_KEY);
+        let key = text(&secret, CA_PRIVATE_KEY);
+        return CertificateAuthority::from_pem(&cert, &key).map_err(certificate);
+    }
+    let ca = CertificateAuthority::generate(
+        &format!("{} etcd CA", cluster.name_any()),
+        RenewalPolicy::CA.lifetime,
+        Utc::now(),
+    )
+    .map_err(certificate)?;
+    let secret = ca_secret(cluster, ca.cert_pem(), ca.key_pem());
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(ca),
+        // Another pass created it first: use that one.
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            let secret = read(secrets, &name).await?.unwrap_or_default();
+            CertificateAuthority::from_pem(&text(&secret, CA_KEY), &text(&secret, CA_PRIVATE_KEY))
+                .map_err(certificate)
+        }
+        Err(source) => Err(TlsMaterialError::Secret {
+            what: "create",
+            name,
+            source,
+        }),
+    }
+}
+
+/// The certificate and key of `role`, issued when missing or due.
+async fn ensure_leaf(
+    secrets: &Api<Secret>,
+    cluster: &EtcdCluster,
+    addressing: &MemberAddressing,
+    ca: &CertificateAuthority,
+    role: TlsRole,
+) -> Result<(String, String), TlsMaterialError> {
+    let name = leaf_secret_name(&cluster.name_any(), role);
+    let names = certificate_names(addressing, role);
+    let now = Utc::now();
+    let existing = read(secrets, &name).await?;
+    if let Some(secret) = &existing {
+        let cert = text(secret, CERT_KEY);
+        let trusted = text(secret, CA_KEY) == ca.cert_pem();
+        let decision = renewal_of(
+            &cert,
+            ca.cert_pem(),
+            &RenewalPolicy::LEAF,
+            &names.dns_names,
+            &names.ip_addresses,
+            now,
+        );
+        match decision {
+            RenewalDecision::Keep { .. } if trusted => return Ok((cert, text(secret, KEY_KEY))),
+            RenewalDecision::Keep { .. } => {
+                tracing::info!(secret = %name, "renewing: its CA bundle is not the current CA");
+            }
+            RenewalDecision::Renew { reason } => {
+                tracing::info!(secret = %name, %reason, "renewing certificate");
+            }
+        }
+    }
+    let issued = ca
+        .issue(
+            &LeafRequest {
+                common_name: names.common_name,
+                dns_names: names.dns_names,
+                ip_addresses: names.ip_addresses,
+                usage: role.usage(),
+                lifetime: RenewalPolicy::LEAF.lifetime,
+            },
+            now,
+        )
+        .map_err(|source| TlsMaterialError::Certificate {
+            what: format!("{} in Secret {name}", role.as_str()),
+            source,
+        })?;
+    let mut secret = leaf_secret(
+        cluster,
+        role,
+        &issued.cert_pem,
+        &issued.key_pem,
+        ca.cert_pem(),
+    );
+    let written = match existing {
+        None => secrets.create(&PostParams::default(), &secret).await,
+        Some(old) => {
+            secret.metadata.resource_version = old.metadata.resource_version;
+            secrets
+                .replace(&name, &PostParams::default(), &secret)
+                .await
+        }
+    };
+    written.map_err(|source| TlsMaterialError::Secret {
+        what: "write",
+        name,
+        source,
+    })?;
+    Ok((issued.cert_pem, issued.key_pem))
+}
+
+async fn read(secrets: &Api<Secret>, name: &str) -> Result<Option<Secret>, TlsMaterialError> {
+    secrets
+        .get_opt(name)
+        .await
+        .map_err(|source| TlsMaterialError::Secret {
+            what: "read",
+            name: name.to_string(),
+            source,
+        })
+}
+
+fn text(secret: &Secret, key: &str) -> String {
+    secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(key))
+        .map(|value| String::from_utf8_lossy(&value.0).into_owned())
+        .unwrap_or_default()
+}
+
+/// The operator's client TLS for `cluster`, read from the Secrets the
+/// cluster's reconciler keeps (for the backup controllers, which never
+/// write them): `None` for a plaintext cluster; an error while they do
+/// not exist yet.
+pub async fn read_operator_tls(
+    client: &Client,
+    cluster: &EtcdCluster,
+    cluster_domain: &str,
+) -> Result<Option<Arc<ClientTls>>, TlsMaterialError> {
+    if !cluster.spec.tls_enabled() {
+        return Ok(None);
+    }
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let secret_name = leaf_secret_name(&name, TlsRole::Operator);
+    let secret = read(&secrets, &secret_name).await?.ok_or_else(|| {
+        TlsMaterialError::Missing(format!(
+            "Secret {namespace}/{secret_name} does not exist yet (the cluster's reconciler creates it)"
+        ))
+    })?;
+    let addressing = MemberAddressing {
+        cluster_domain: cluster_domain.to_string(),
+        tls: true,
+        ..MemberAddressing::new(name, namespace)
+    };
+    Ok(Some(Arc::new(ClientTls {
+        ca_pem: text(&secret, CA_KEY),
+        cert_pem: text(&secret, CERT_KEY),
+        key_pem: text(&secret, KEY_KEY),
+        server_name: server_name(&addressing),
+    })))
+}
