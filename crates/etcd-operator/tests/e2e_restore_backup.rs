@@ -260,24 +260,33 @@ async fn scenario(h: &mut Harness) -> TestResult {
         || async { Ok(incremental().await.map_err(|e| e.to_string())?.segments >= 3) },
     )
     .await?;
-    // The cluster's own status shows its backups: the schedule and the
-    // recovery point; BackupReady follows the schedule's (which took no
-    // full backup of its own yet: it names it).
+    // The cluster's own status shows its backups: the schedule, its newest
+    // full backup and the recovery point. The schedule's watcher bases its
+    // chain on a full backup of its own (never on the one-shot backup
+    // above), which counts as the schedule's newest: BackupReady is true.
     wait_for(
         "the cluster to show its recovery point",
         Duration::from_secs(90),
         || async {
             let status = h.status(SOURCE).await?;
-            let names_the_schedule = status
+            let fresh = status
                 .condition(etcd_operator::api::ConditionType::BackupReady)
-                .is_some_and(|c| c.status == "False" && c.message.contains("source-continuous"));
+                .is_some_and(|c| c.status == "True" && c.message.contains("source-continuous"));
             let backup = status.backup.unwrap_or_default();
-            Ok(names_the_schedule
+            Ok(fresh
                 && backup.schedules == ["source-continuous"]
+                && backup.newest_full_backup.is_some()
                 && backup.recovery_point.is_some())
         },
     )
     .await?;
+    let base = incremental().await.map_err(|e| e.to_string())?.base;
+    assert!(
+        base.as_deref()
+            .is_some_and(|b| !full.location.as_deref().unwrap_or_default().contains(b)),
+        "the schedule's chain follows the one-shot backup {:?}: {base:?}",
+        full.location
+    );
 
     // The loss: two of three volumes wiped, their etcd processes killed.
     let before_loss = incremental().await.map_err(|e| e.to_string())?;
