@@ -22,8 +22,9 @@ use chrono::Utc;
 use etcd_client::GetOptions;
 use etcd_operator::api::{ConditionType, EtcdBackupSchedule, IncrementalBackupStatus};
 use etcd_operator::backup::{BackupStore, keys, list_backups};
-use etcd_operator::pod_contract::backup_store::{TOKEN_KEY, store_pod_url, store_secret_name};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use etcd_operator::controller_kit::member_endpoints::client_url;
+use etcd_operator::pod_contract::backup_store::{STORE_PORT, TOKEN_KEY, store_secret_name};
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
@@ -73,23 +74,6 @@ async fn create_schedule(h: &Harness, name: &str, incremental: bool) -> TestResu
     Ok(())
 }
 
-/// Client endpoints of the member Pods of `cluster`.
-async fn member_endpoints(h: &Harness, cluster: &str) -> TestResult<Vec<String>> {
-    let pods = h
-        .pods
-        .list(&ListParams::default().labels(&format!(
-            "durable-etcd.io/cluster={cluster},app.kubernetes.io/name=etcd"
-        )))
-        .await?;
-    Ok(pods
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
-        .map(|ip| format!("http://{ip}:2379"))
-        .collect())
-}
-
 /// The store Pods of the claim.
 async fn store_pods(h: &Harness) -> TestResult<Vec<Pod>> {
     Ok(h.pods
@@ -118,7 +102,10 @@ async fn open_store(h: &Harness) -> TestResult<BackupStore> {
     let destination = serde_json::from_value(destination())?;
     let credentials = BTreeMap::from([
         (keys::STORE_TOKEN.to_string(), token),
-        (keys::STORE_ENDPOINT.to_string(), store_pod_url(&ip)),
+        (
+            keys::STORE_ENDPOINT.to_string(),
+            client_url("http", &ip, STORE_PORT),
+        ),
     ]);
     Ok(BackupStore::open(
         &destination,
@@ -140,29 +127,21 @@ async fn incremental(h: &Harness) -> TestResult<IncrementalBackupStatus> {
 }
 
 async fn scenario(h: &mut Harness) -> TestResult {
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(h.client.clone(), &h.namespace);
-    claims
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": { "name": CLAIM },
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": "lab-network",
-                    "resources": { "requests": { "storage": "1Gi" } },
-                },
-            }))?,
-        )
-        .await?;
+    h.create_claim(CLAIM).await?;
     h.create_available(
         SOURCE,
         cluster_spec(1, "lab-network"),
         Duration::from_secs(180),
     )
     .await?;
-    let mut client = etcd_at(member_endpoints(h, SOURCE).await?).await?;
+    let mut client = etcd_at(
+        h.member_ips(SOURCE)
+            .await?
+            .iter()
+            .map(|ip| format!("http://{ip}:2379"))
+            .collect(),
+    )
+    .await?;
     for i in 0..100 {
         client
             .put(format!("/before/{i:04}"), format!("v{i}"), None)
@@ -312,7 +291,14 @@ async fn scenario(h: &mut Harness) -> TestResult {
     h.wait_available(RESTORED, 1, Duration::from_secs(300))
         .await?;
     eprintln!("restored from the claim in {:?}", started.elapsed());
-    let mut restored_client = etcd_at(member_endpoints(h, RESTORED).await?).await?;
+    let mut restored_client = etcd_at(
+        h.member_ips(RESTORED)
+            .await?
+            .iter()
+            .map(|ip| format!("http://{ip}:2379"))
+            .collect(),
+    )
+    .await?;
     let restored = key_values(
         &restored_client
             .get("/", Some(GetOptions::new().with_prefix()))

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use etcd_operator::api::{BackupPhase, EtcdBackup, EtcdBackupSchedule};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
@@ -47,21 +47,6 @@ async fn client_material(h: &Harness, cluster: &str) -> TestResult<(String, Stri
     Ok((text("ca.crt")?, text("tls.crt")?, text("tls.key")?))
 }
 
-async fn member_ips(h: &Harness, cluster: &str) -> TestResult<Vec<String>> {
-    let pods = h
-        .pods
-        .list(&ListParams::default().labels(&format!(
-            "durable-etcd.io/cluster={cluster},app.kubernetes.io/name=etcd"
-        )))
-        .await?;
-    Ok(pods
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
-        .collect())
-}
-
 /// A client of the cluster over TLS, presenting `identity` when given.
 async fn tls_client(
     h: &Harness,
@@ -78,7 +63,8 @@ async fn tls_client(
     if let Some((cert, key)) = identity {
         tls = tls.identity(Identity::from_pem(cert, key));
     }
-    let endpoints: Vec<String> = member_ips(h, cluster)
+    let endpoints: Vec<String> = h
+        .member_ips(cluster)
         .await?
         .iter()
         .map(|ip| format!("https://{ip}:2379"))
@@ -148,7 +134,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
     .await;
     assert!(refused.is_err(), "a client without a certificate wrote");
     let plain = async {
-        let ips = member_ips(h, CLUSTER).await?;
+        let ips = h.member_ips(CLUSTER).await?;
         let options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(3))
             .with_timeout(Duration::from_secs(3));
@@ -200,22 +186,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
     );
 
     // A full backup through the operator's client certificate.
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(h.client.clone(), &h.namespace);
-    claims
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": { "name": "tls-backups" },
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": "lab-network",
-                    "resources": { "requests": { "storage": "1Gi" } },
-                },
-            }))?,
-        )
-        .await?;
+    h.create_claim("tls-backups").await?;
     let backups: Api<EtcdBackup> = Api::namespaced(h.client.clone(), &h.namespace);
     backups
         .create(

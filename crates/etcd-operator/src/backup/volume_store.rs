@@ -11,8 +11,9 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 use super::{BackupError, Credentials, keys};
+use crate::controller_kit::member_endpoints::client_url;
 use crate::pod_contract::backup_store::{
-    TOKEN_KEY, store_pod_url, store_secret_name, store_service_url,
+    STORE_PORT, TOKEN_KEY, store_secret_name, store_service_url,
 };
 use crate::resources::backup_store::{
     store_deployment, store_secret, store_selector, store_service,
@@ -159,7 +160,7 @@ async fn ready_pod_url(
             .flatten()
             .any(|c| c.type_ == "Ready" && c.status == "True");
         match (&status.pod_ip, ready) {
-            (Some(ip), true) => return Ok(store_pod_url(ip)),
+            (Some(ip), true) => return Ok(client_url("http", ip, STORE_PORT)),
             _ => {
                 why = format!(
                     "Pod {name} is {} and not Ready",

@@ -77,15 +77,6 @@ pub fn store_service_url(claim: &str, namespace: &str, cluster_domain: &str) -> 
     )
 }
 
-/// The URL of the store Pod at `pod_ip` (IPv4 or IPv6).
-pub fn store_pod_url(pod_ip: &str) -> String {
-    if pod_ip.contains(':') {
-        format!("http://[{pod_ip}]:{STORE_PORT}")
-    } else {
-        format!("http://{pod_ip}:{STORE_PORT}")
-    }
-}
-
 fn short_digest(text: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(text.as_bytes());
@@ -109,12 +100,10 @@ mod tests {
     }
 
     #[test]
-    fn urls_of_the_service_and_of_ipv4_and_ipv6_pods() {
+    fn the_url_of_the_service() {
         assert_eq!(
             store_service_url("b", "ns", "cluster.local"),
             "http://backup-store-b.ns.svc.cluster.local:2384"
         );
-        assert_eq!(store_pod_url("10.0.0.1"), "http://10.0.0.1:2384");
-        assert_eq!(store_pod_url("fd00::1"), "http://[fd00::1]:2384");
     }
 }

@@ -77,14 +77,8 @@ pub async fn ensure(
     if !cluster.spec.tls_enabled() {
         return Ok(None);
     }
-    let namespace = cluster.namespace().unwrap_or_default();
-    let name = cluster.name_any();
-    let addressing = MemberAddressing {
-        cluster_domain: cluster_domain.to_string(),
-        tls: true,
-        ..MemberAddressing::new(name.clone(), namespace.clone())
-    };
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let addressing = tls_addressing(cluster, cluster_domain);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &addressing.namespace);
     let ca = ensure_ca(&secrets, cluster).await?;
     let mut operator = None;
     for role in TlsRole::ALL {
@@ -94,12 +88,37 @@ pub async fn ensure(
         }
     }
     let (cert_pem, key_pem) = operator.unwrap_or_default();
-    Ok(Some(Arc::new(ClientTls {
-        ca_pem: ca.cert_pem().to_string(),
+    Ok(Some(operator_tls(
+        &addressing,
+        ca.cert_pem().to_string(),
         cert_pem,
         key_pem,
-        server_name: server_name(&addressing),
-    })))
+    )))
+}
+
+/// The addressing of a TLS cluster's members.
+fn tls_addressing(cluster: &EtcdCluster, cluster_domain: &str) -> MemberAddressing {
+    MemberAddressing {
+        cluster_domain: cluster_domain.to_string(),
+        tls: true,
+        ..MemberAddressing::new(cluster.name_any(), cluster.namespace().unwrap_or_default())
+    }
+}
+
+/// The operator's client TLS: its certificate, the CA bundle, and the name
+/// member certificates are checked against.
+fn operator_tls(
+    addressing: &MemberAddressing,
+    ca_pem: String,
+    cert_pem: String,
+    key_pem: String,
+) -> Arc<ClientTls> {
+    Arc::new(ClientTls {
+        ca_pem,
+        cert_pem,
+        key_pem,
+        server_name: server_name(addressing),
+    })
 }
 
 async fn ensure_ca(
@@ -243,24 +262,19 @@ pub async fn read_operator_tls(
     if !cluster.spec.tls_enabled() {
         return Ok(None);
     }
-    let namespace = cluster.namespace().unwrap_or_default();
-    let name = cluster.name_any();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    let secret_name = leaf_secret_name(&name, TlsRole::Operator);
+    let addressing = tls_addressing(cluster, cluster_domain);
+    let namespace = &addressing.namespace;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret_name = leaf_secret_name(&addressing.cluster, TlsRole::Operator);
     let secret = read(&secrets, &secret_name).await?.ok_or_else(|| {
         TlsMaterialError::Missing(format!(
             "Secret {namespace}/{secret_name} does not exist yet (the cluster's reconciler creates it)"
         ))
     })?;
-    let addressing = MemberAddressing {
-        cluster_domain: cluster_domain.to_string(),
-        tls: true,
-        ..MemberAddressing::new(name, namespace)
-    };
-    Ok(Some(Arc::new(ClientTls {
-        ca_pem: text(&secret, CA_KEY),
-        cert_pem: text(&secret, CERT_KEY),
-        key_pem: text(&secret, KEY_KEY),
-        server_name: server_name(&addressing),
-    })))
+    Ok(Some(operator_tls(
+        &addressing,
+        text(&secret, CA_KEY),
+        text(&secret, CERT_KEY),
+        text(&secret, KEY_KEY),
+    )))
 }

@@ -213,6 +213,46 @@ impl Harness {
             .collect())
     }
 
+    /// The Pod IPs of cluster `cluster`'s member Pods that have one and
+    /// are not being deleted.
+    pub async fn member_ips(&self, cluster: &str) -> TestResult<Vec<String>> {
+        let pods = self
+            .pods
+            .list(&ListParams::default().labels(&format!(
+                "durable-etcd.io/cluster={cluster},app.kubernetes.io/name=etcd"
+            )))
+            .await?;
+        Ok(pods
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
+            .collect())
+    }
+
+    /// Creates a 1Gi `ReadWriteOnce` PersistentVolumeClaim `name` on the
+    /// lab's network volumes (a backup destination).
+    pub async fn create_claim(&self, name: &str) -> TestResult {
+        let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &self.namespace);
+        claims
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": { "name": name },
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": "lab-network",
+                        "resources": { "requests": { "storage": "1Gi" } },
+                    },
+                }))?,
+            )
+            .await?;
+        Ok(())
+    }
+
     /// An etcd client on the ready members.
     pub async fn etcd(&self) -> TestResult<etcd_client::Client> {
         etcd_at(self.endpoints().await?).await
