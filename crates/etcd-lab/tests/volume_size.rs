@@ -164,7 +164,7 @@ fn volumes_have_their_size_fill_up_and_grow_offline() {
             );
         }
         assert_eq!(
-            etcd_lab::teardown::loop_devices_under(Path::new(LAB_DIR)),
+            etcd_lab::teardown::loop_devices_under(&test.lab_dir),
             Vec::<PathBuf>::new(),
             "no loop device left for deleted volumes"
         );

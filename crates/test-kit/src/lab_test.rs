@@ -8,7 +8,7 @@ use std::process::Command;
 
 use etcd_lab::LabOptions;
 
-use crate::lab_lock::{LabLock, is_root};
+use crate::lab_lock::{LabLock, is_root, lab_dir};
 
 /// Holds the machine-wide lab test lock; stops the lab when the test fails
 /// (keeping its logs for inspection).
@@ -19,13 +19,16 @@ pub struct LabTest {
 }
 
 impl LabTest {
-    /// Takes the lock for a lab in `lab_dir` driven by `etcd_lab` (the
-    /// binary under test, `env!("CARGO_BIN_EXE_etcd-lab")`).
-    pub fn start(lab_dir: &str, etcd_lab: &str) -> Self {
+    /// Takes the lock for a lab in `dir` (below the lane's directory in a
+    /// lab lane, see [`lab_dir`]) driven by `etcd_lab` (the binary under
+    /// test, `env!("CARGO_BIN_EXE_etcd-lab")`).
+    pub fn start(dir: &str, etcd_lab: &str) -> Self {
         assert!(
             is_root(),
             "the lab tests need root (network namespaces, cgroups, mounts)"
         );
+        let lab_dir = lab_dir(dir);
+        let lab_dir = lab_dir.as_str();
         let lock = LabLock::acquire();
         let etcd_lab = PathBuf::from(etcd_lab);
         stop_other_lab(&etcd_lab, Path::new(lab_dir));

@@ -31,10 +31,11 @@ pub use crds::controller_managed_attach;
 pub use identity::{Identity, key, value};
 
 use crate::TestResult;
-use crate::lab_lock::{LabLock, is_root};
+use crate::lab_lock::{LabLock, is_root, lab_dir};
 use operator::OperatorProcess;
 
-/// Where a test brings up its own lab when none is up.
+/// Where a test brings up its own lab when none is up (below the lane's
+/// directory in a lab lane: [`lab_dir`]).
 pub const OWN_LAB_DIR: &str = "/var/lib/etcd-lab-operator-e2e";
 /// Where a bench brings up its own lab when none is up.
 pub const OWN_BENCH_LAB_DIR: &str = "/var/lib/etcd-lab-operator-bench";
@@ -73,7 +74,7 @@ pub fn run(topic: &str, operator: &str, scenario: Scenario) {
     let operator = Path::new(operator);
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let (lab, own) = runtime
-        .block_on(lab::reuse_or_start(OWN_LAB_DIR, operator))
+        .block_on(lab::reuse_or_start(&lab_dir(OWN_LAB_DIR), operator))
         .expect("a lab");
     let root = lab.paths().root().to_owned();
     let result = runtime.block_on(async {
@@ -115,7 +116,7 @@ pub fn run_bench(operator: &str, scenario: Scenario) {
     let operator = Path::new(operator);
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let result = runtime.block_on(async {
-        let (lab, own) = lab::reuse_or_start(OWN_BENCH_LAB_DIR, operator).await?;
+        let (lab, own) = lab::reuse_or_start(&lab_dir(OWN_BENCH_LAB_DIR), operator).await?;
         let client = lab.kube_client().await?;
         let namespace = format!("bench-{}", std::process::id());
         let mut h = Harness::new(lab, client, namespace, operator, "bench").await?;
