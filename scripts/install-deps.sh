@@ -16,6 +16,12 @@ command -v losetup >/dev/null || need+=(mount)
 for tool in mkfs.ext4 e2fsck resize2fs; do
 	command -v "$tool" >/dev/null || { need+=(e2fsprogs); break; }
 done
+# Lab lanes (scripts/lab-lane.sh, scripts/lab-tests.sh): unshare, flock
+# (util-linux), GNU xargs with --process-slot-var (findutils).
+for tool in unshare flock; do
+	command -v "$tool" >/dev/null || { need+=(util-linux); break; }
+done
+command -v xargs >/dev/null || need+=(findutils)
 # Azurite (the Azure Blob emulator of the backup tests) comes from npm.
 command -v npm >/dev/null || need+=(nodejs npm)
 # The GCS backup test makes a service-account key with `openssl genpkey`.

@@ -127,7 +127,7 @@ status=0
 	# namespace.
 	echo "$BASHPID" >"$lane_cgroup/cgroup.procs"
 	exec env LAB_LANE_DIR="$lane_dir" TMPDIR="$lane_dir/tmp" \
-		unshare --net --mount --propagation private --pid --fork --mount-proc --cgroup \
+		unshare --net --mount --propagation private --pid --fork --kill-child --mount-proc --cgroup \
 		bash -c "$inside" lab-lane "$lock_file" "$cgroup_root" "$@"
 ) || status=$?
 

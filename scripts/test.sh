@@ -14,6 +14,9 @@ fi
 
 step() { printf '\n=== %s (%d s since the start)\n' "$*" "$SECONDS"; }
 
+step "free disk space"
+bash scripts/check-disk.sh
+
 step "format"
 cargo fmt --all --check
 
@@ -39,13 +42,7 @@ for t in $(ls crates/etcd-operator/tests/backup_*.rs 2>/dev/null | xargs -n1 bas
 	cargo test -p etcd-operator --locked --test "$t"
 done
 
-step "end-to-end tests on the lab (one lab at a time)"
-./target/debug/etcd-lab down >/dev/null 2>&1 || true
-for t in $(ls crates/etcd-lab/tests/*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//'); do
-	cargo test -p etcd-lab --locked --test "$t" -- --test-threads=1 --nocapture
-done
-for t in $(ls crates/etcd-operator/tests/e2e_*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//'); do
-	cargo test -p etcd-operator --locked --test "$t" -- --test-threads=1 --nocapture
-done
+step "lab and end-to-end tests, ${LAB_LANES:-2} lab lanes side by side"
+bash scripts/lab-tests.sh
 
 step "done"
