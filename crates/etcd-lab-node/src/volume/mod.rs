@@ -77,12 +77,7 @@ fn pod_volumes(pod: &Pod) -> impl Iterator<Item = &Volume> {
 
 /// Prepares every volume of `pod`. `fs_group` chowns writable volumes.
 pub async fn prepare(ctx: &VolumeContext<'_>, pod: &Pod) -> Result<PreparedVolumes, VolumeError> {
-    let fs_group = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.security_context.as_ref())
-        .and_then(|s| s.fs_group)
-        .and_then(|g| u32::try_from(g).ok());
+    let fs_group = fs_group(pod);
     let mut out = PreparedVolumes::default();
     for volume in pod_volumes(pod) {
         let path = if let Some(pvc) = &volume.persistent_volume_claim {
@@ -111,6 +106,37 @@ pub async fn prepare(ctx: &VolumeContext<'_>, pod: &Pod) -> Result<PreparedVolum
         out.paths.insert(volume.name.clone(), path);
     }
     Ok(out)
+}
+
+/// Writes the file volumes of `pod` (Secrets, ConfigMaps, downward API,
+/// projected) again from their sources, as the kubelet's periodic sync
+/// does; claims and emptyDirs are left as they are.
+pub async fn refresh_files(ctx: &VolumeContext<'_>, pod: &Pod) -> Result<(), VolumeError> {
+    let fs_group = fs_group(pod);
+    for volume in pod_volumes(pod) {
+        if volume.persistent_volume_claim.is_some()
+            || volume.empty_dir.is_some()
+            || volume.host_path.is_some()
+        {
+            continue;
+        }
+        let set = files::file_volume(ctx, pod, volume).await?;
+        let dir = ctx.pod_dir.join("volumes/files").join(&volume.name);
+        set.write_to(&dir)?;
+        if let Some(gid) = fs_group {
+            files::apply_fs_group(&dir, gid)?;
+        }
+    }
+    Ok(())
+}
+
+/// The pod's `securityContext.fsGroup`.
+fn fs_group(pod: &Pod) -> Option<u32> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|s| s.fs_group)
+        .and_then(|g| u32::try_from(g).ok())
 }
 
 /// Where a pod's claims are bound: `<pod dir>/volumes/pvc`, one directory

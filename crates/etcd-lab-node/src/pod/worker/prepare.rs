@@ -1,6 +1,6 @@
 //! The pod's sandbox and volumes: prepared before the first container
-//! starts; file volumes (service-account tokens expire) refreshed while
-//! the pod runs.
+//! starts; file volumes (service-account tokens expire, certificates are
+//! renewed) refreshed while the pod runs.
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -10,8 +10,11 @@ use super::error::PrepareError;
 use crate::pod::sandbox;
 use crate::volume::{self, VolumeContext};
 
-/// Projected volumes (tokens) are refreshed this often.
-const VOLUME_REFRESH: Duration = Duration::from_secs(600);
+/// File volumes (Secrets, ConfigMaps, projected tokens) are written again
+/// this often while the pod runs: the kubelet's default sync period, so a
+/// renewed certificate in a Secret reaches running containers within a
+/// minute, as on a real node.
+const VOLUME_REFRESH: Duration = Duration::from_secs(60);
 
 impl Worker {
     /// Records the attachable volumes the pod waits for, prepares its
@@ -37,16 +40,13 @@ impl Worker {
         Ok(ip)
     }
 
-    /// Re-writes file volumes every ten minutes once they were prepared.
+    /// Re-writes file volumes every [`VOLUME_REFRESH`] once they were prepared.
     pub(super) async fn refresh_volumes(&mut self) {
         if self.volumes_at.is_none_or(|t| t.elapsed() < VOLUME_REFRESH) {
             return;
         }
-        match volume::prepare(&self.volume_context(), &self.pod).await {
-            Ok(v) => {
-                self.volumes = v;
-                self.volumes_at = Some(Instant::now());
-            }
+        match volume::refresh_files(&self.volume_context(), &self.pod).await {
+            Ok(()) => self.volumes_at = Some(Instant::now()),
             Err(e) => tracing::warn!(pod = %self.key, "refreshing volumes: {e}"),
         }
     }
