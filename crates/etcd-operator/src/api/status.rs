@@ -103,6 +103,50 @@ pub struct EtcdClusterStatus {
     /// that names it (condition `BackupReady` says whether all are fresh).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<ClusterBackupStatus>,
+
+    /// The certificates of a TLS cluster (`spec.tls`): who issues them,
+    /// when each expires, the last renewal asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsStatus>,
+}
+
+/// The certificates of a TLS cluster, as their Secrets hold them.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsStatus {
+    /// Who issues the certificates: `BuiltIn` (the cluster's own CA in
+    /// Secret `<cluster>-ca`).
+    pub issuer: String,
+
+    /// When the cluster's CA expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_not_after: Option<Time>,
+
+    /// Every certificate the operator keeps for the cluster, by Secret.
+    #[serde(default)]
+    pub certificates: Vec<CertificateStatus>,
+
+    /// The value of the annotation `durable-etcd.io/renew-certificates`
+    /// whose renewal of every certificate is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewed_for: Option<String>,
+}
+
+/// One certificate the operator keeps.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateStatus {
+    /// The Secret holding it (`tls.crt`, `tls.key`, `ca.crt`).
+    pub secret: String,
+    /// Its serial number, lowercase hex (`openssl x509 -serial` prints it
+    /// in capitals).
+    pub serial: String,
+    /// Start of its validity (a minute before it was issued, for clocks
+    /// that lag).
+    pub not_before: Time,
+    /// When it expires; the operator renews it in place at two-thirds of
+    /// its life.
+    pub not_after: Time,
 }
 
 /// The backups of a cluster, from its schedules.

@@ -3,6 +3,18 @@
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
+/// `EtcdCluster` annotation asking for every certificate of a TLS cluster
+/// to be issued again now (after a key may have leaked, or to test
+/// renewal): a new value is a new request; `status.tls.renewedFor` names
+/// the value whose renewal is done. Members pick the new certificates up
+/// without a restart.
+pub const RENEW_CERTIFICATES_ANNOTATION: &str = "durable-etcd.io/renew-certificates";
+
+/// Annotation of the CA Secret `<cluster>-ca`: the value of
+/// [`RENEW_CERTIFICATES_ANNOTATION`] whose renewal is done (kept with the
+/// certificates, so a lost status never renews them twice).
+pub const RENEWED_FOR_ANNOTATION: &str = "durable-etcd.io/certificates-renewed-for";
+
 /// Mutual TLS for etcd's client and peer ports. Every member serves TLS on
 /// both and asks every client and peer for a certificate signed by the
 /// cluster's CA (`--client-cert-auth`, `--peer-client-cert-auth`); the

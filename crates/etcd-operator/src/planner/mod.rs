@@ -12,6 +12,7 @@
 
 mod action;
 mod backup_health;
+mod certificates;
 mod context;
 mod decide;
 mod evidence;

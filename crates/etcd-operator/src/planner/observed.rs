@@ -54,6 +54,9 @@ pub struct Observed {
     /// The `EtcdBackupSchedule`s of the namespace that name this cluster,
     /// as their status says.
     pub backup_schedules: Vec<ScheduleSummary>,
+    /// The certificates of a TLS cluster, as their Secrets hold them
+    /// (`None` for a plaintext cluster).
+    pub tls: Option<crate::api::TlsStatus>,
 }
 
 /// What one backup schedule of the cluster reports.

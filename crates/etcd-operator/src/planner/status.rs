@@ -176,14 +176,19 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
             )
         })
         .collect();
+    let certificates = super::certificates::expiry_warnings(&o.name, o.tls.as_ref(), o.now);
+    let degraded_reason = if !degraded.is_empty() {
+        "MembersUnhealthy"
+    } else if !certificates.is_empty() {
+        "CertificatesExpiring"
+    } else {
+        "AsExpected"
+    };
+    let degraded: Vec<String> = degraded.into_iter().chain(certificates).collect();
     set(
         ConditionType::Degraded,
         !degraded.is_empty(),
-        if degraded.is_empty() {
-            "AsExpected"
-        } else {
-            "MembersUnhealthy"
-        },
+        degraded_reason,
         if degraded.is_empty() {
             "every member is healthy".to_string()
         } else {
@@ -284,6 +289,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         quota_backend_bytes: Some(o.spec.quota_backend_bytes()),
         maintenance: super::maintenance::status(cx, step),
         backup: super::backup_health::summary(cx),
+        tls: o.tls.clone(),
     }
 }
 

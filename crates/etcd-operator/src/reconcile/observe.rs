@@ -61,6 +61,9 @@ pub struct Snapshot {
     pub volume_usage: BTreeMap<u32, crate::planner::VolumeSpace>,
     /// The backup schedules that name this cluster.
     pub backup_schedules: Vec<crate::planner::ScheduleSummary>,
+    /// The certificates of a TLS cluster (set by the pass, which keeps them
+    /// before it observes).
+    pub tls: Option<crate::api::TlsStatus>,
 }
 
 impl Snapshot {
@@ -244,6 +247,7 @@ pub async fn observe(
     Ok(Snapshot {
         volume_usage,
         backup_schedules: backup_schedules?,
+        tls: None,
         pods,
         pvcs,
         unowned,

@@ -84,10 +84,15 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
 
     let tls = tls_material::ensure(&ctx.client, &cluster, &ctx.config.cluster_domain).await?;
     let etcd_settings = ConnectSettings {
-        tls,
+        tls: tls.as_ref().map(|material| material.client.clone()),
         ..ctx.config.etcd.clone()
     };
-    let snapshot = observe::observe(&ctx.client, &cluster, etcd_settings.clone()).await?;
+    let mut snapshot = observe::observe(&ctx.client, &cluster, etcd_settings.clone()).await?;
+    snapshot.tls = tls.map(|material| material.status);
+    if let Some(tls) = &snapshot.tls {
+        ctx.metrics
+            .set_certificates(&namespace, &name, &certificate_expiry(&name, tls));
+    }
     ctx.nodes.set_nodes(key, snapshot.pod_node_names());
 
     let settings = plan::BuildSettings {
@@ -229,6 +234,19 @@ fn gauges(cluster: &EtcdCluster, etcd: &crate::etcd::ObservedEtcd) -> ClusterGau
         learners: count(etcd.learners().count()),
         quorum: etcd.quorum_reachable,
     }
+}
+
+/// When each certificate of a TLS cluster expires, by Secret (Unix time).
+fn certificate_expiry(cluster: &str, tls: &crate::api::TlsStatus) -> Vec<(String, i64)> {
+    tls.ca_not_after
+        .iter()
+        .map(|at| (crate::addressing::ca_secret_name(cluster), at.0.as_second()))
+        .chain(
+            tls.certificates
+                .iter()
+                .map(|c| (c.secret.clone(), c.not_after.0.as_second())),
+        )
+        .collect()
 }
 
 fn last_operation(action: &str, result: &Result<String, ActError>) -> LastOperation {

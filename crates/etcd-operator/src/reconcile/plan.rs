@@ -146,6 +146,7 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
         unowned: snapshot.unowned.clone(),
         volume_usage: snapshot.volume_usage.clone(),
         backup_schedules: snapshot.backup_schedules.clone(),
+        tls: snapshot.tls.clone(),
         volume_expansion_allowed: snapshot
             .storage
             .class

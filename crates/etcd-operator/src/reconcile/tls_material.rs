@@ -4,18 +4,25 @@
 //! place when [`crate::tls::renewal_of`] says so (past two-thirds of its
 //! life, expired, missing a name, or not signed by the CA). etcd reads its
 //! certificate files at every handshake and the kubelet refreshes mounted
-//! Secrets, so a renewed leaf is picked up without a restart. Returns what
-//! the operator connects with.
+//! Secrets, so a renewed leaf is picked up without a restart. A new value
+//! of the cluster's annotation [`RENEW_CERTIFICATES_ANNOTATION`] renews
+//! every leaf at once; the CA Secret records the value done. Returns what
+//! the operator connects with and what the status reports.
 
 use std::sync::Arc;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::PostParams;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
 use crate::addressing::{MemberAddressing, ca_secret_name};
-use crate::api::EtcdCluster;
+use crate::api::{
+    CertificateStatus, EtcdCluster, RENEW_CERTIFICATES_ANNOTATION, RENEWED_FOR_ANNOTATION,
+    TlsStatus,
+};
 use crate::controller_kit::Category;
 use crate::etcd::ClientTls;
 use crate::resources::tls::{
@@ -23,7 +30,8 @@ use crate::resources::tls::{
     leaf_secret_name, server_name,
 };
 use crate::tls::{
-    CertificateAuthority, LeafRequest, RenewalDecision, RenewalPolicy, TlsError, renewal_of,
+    CertificateAuthority, LeafRequest, RenewalDecision, RenewalPolicy, TlsError, read_certificate,
+    renewal_of,
 };
 
 /// The certificates could not be read, issued or stored.
@@ -67,33 +75,95 @@ impl TlsMaterialError {
     }
 }
 
+/// What a TLS cluster's pass connects with and reports.
+#[derive(Debug, Clone)]
+pub struct TlsMaterial {
+    /// The operator's client TLS.
+    pub client: Arc<ClientTls>,
+    /// The certificates, for `status.tls`.
+    pub status: TlsStatus,
+}
+
 /// Makes the certificates of `cluster` exist and current; returns the
-/// operator's client TLS, or `None` for a plaintext cluster.
+/// operator's client TLS and the certificates' status, or `None` for a
+/// plaintext cluster.
 pub async fn ensure(
     client: &Client,
     cluster: &EtcdCluster,
     cluster_domain: &str,
-) -> Result<Option<Arc<ClientTls>>, TlsMaterialError> {
+) -> Result<Option<TlsMaterial>, TlsMaterialError> {
     if !cluster.spec.tls_enabled() {
         return Ok(None);
     }
     let addressing = tls_addressing(cluster, cluster_domain);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &addressing.namespace);
-    let ca = ensure_ca(&secrets, cluster).await?;
+    let (ca, renewed_for) = ensure_ca(&secrets, cluster).await?;
+    let requested = cluster
+        .annotations()
+        .get(RENEW_CERTIFICATES_ANNOTATION)
+        .filter(|value| !value.is_empty());
+    let renew_all = requested.is_some_and(|value| Some(value) != renewed_for.as_ref());
     let mut operator = None;
+    let mut certificates = Vec::new();
     for role in TlsRole::ALL {
-        let (cert_pem, key_pem) = ensure_leaf(&secrets, cluster, &addressing, &ca, role).await?;
+        let (cert_pem, key_pem) =
+            ensure_leaf(&secrets, cluster, &addressing, &ca, role, renew_all).await?;
+        if let Ok(facts) = read_certificate(&cert_pem) {
+            certificates.push(CertificateStatus {
+                secret: leaf_secret_name(&addressing.cluster, role),
+                serial: facts.serial,
+                not_before: time(facts.not_before),
+                not_after: time(facts.not_after),
+            });
+        }
         if role == TlsRole::Operator {
             operator = Some((cert_pem, key_pem));
         }
     }
+    let renewed_for = match (renew_all, requested) {
+        (true, Some(value)) => {
+            record_renewal(&secrets, &ca_secret_name(&addressing.cluster), value).await?;
+            Some(value.clone())
+        }
+        _ => renewed_for,
+    };
+    let status = TlsStatus {
+        issuer: "BuiltIn".to_string(),
+        ca_not_after: read_certificate(ca.cert_pem())
+            .ok()
+            .map(|facts| time(facts.not_after)),
+        certificates,
+        renewed_for,
+    };
     let (cert_pem, key_pem) = operator.unwrap_or_default();
-    Ok(Some(operator_tls(
-        &addressing,
-        ca.cert_pem().to_string(),
-        cert_pem,
-        key_pem,
-    )))
+    let client = operator_tls(&addressing, ca.cert_pem().to_string(), cert_pem, key_pem);
+    Ok(Some(TlsMaterial { client, status }))
+}
+
+/// A certificate time as a status time.
+fn time(at: DateTime<Utc>) -> Time {
+    Time(Timestamp::from_second(at.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// Records on the CA Secret that the renewal asked for by `value` is done.
+async fn record_renewal(
+    secrets: &Api<Secret>,
+    name: &str,
+    value: &str,
+) -> Result<(), TlsMaterialError> {
+    let patch = serde_json::json!({
+        "metadata": { "annotations": { RENEWED_FOR_ANNOTATION: value } }
+    });
+    secrets
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| TlsMaterialError::Secret {
+            what: "annotate",
+            name: name.to_string(),
+            source,
+        })?;
+    tracing::info!(secret = %name, request = %value, "every certificate renewed as asked");
+    Ok(())
 }
 
 /// The addressing of a TLS cluster's members.
@@ -121,10 +191,12 @@ fn operator_tls(
     })
 }
 
+/// The cluster's CA, generated when missing, and the renewal request its
+/// Secret records as done.
 async fn ensure_ca(
     secrets: &Api<Secret>,
     cluster: &EtcdCluster,
-) -> Result<CertificateAuthority, TlsMaterialError> {
+) -> Result<(CertificateAuthority, Option<String>), TlsMaterialError> {
     let name = ca_secret_name(&cluster.name_any());
     let certificate = |source| TlsMaterialError::Certificate {
         what: format!("authority in Secret {name}"),
@@ -133,7 +205,11 @@ async fn ensure_ca(
     if let Some(secret) = read(secrets, &name).await? {
         let cert = text(&secret, CA_KEY);
         let key = text(&secret, CA_PRIVATE_KEY);
-        return CertificateAuthority::from_pem(&cert, &key).map_err(certificate);
+        let renewed_for = secret.annotations().get(RENEWED_FOR_ANNOTATION).cloned();
+        return Ok((
+            CertificateAuthority::from_pem(&cert, &key).map_err(certificate)?,
+            renewed_for,
+        ));
     }
     let ca = CertificateAuthority::generate(
         &format!("{} etcd CA", cluster.name_any()),
@@ -143,12 +219,17 @@ async fn ensure_ca(
     .map_err(certificate)?;
     let secret = ca_secret(cluster, ca.cert_pem(), ca.key_pem());
     match secrets.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(ca),
+        Ok(_) => Ok((ca, None)),
         // Another pass created it first: use that one.
         Err(kube::Error::Api(status)) if status.code == 409 => {
             let secret = read(secrets, &name).await?.unwrap_or_default();
-            CertificateAuthority::from_pem(&text(&secret, CA_KEY), &text(&secret, CA_PRIVATE_KEY))
-                .map_err(certificate)
+            let renewed_for = secret.annotations().get(RENEWED_FOR_ANNOTATION).cloned();
+            let ca = CertificateAuthority::from_pem(
+                &text(&secret, CA_KEY),
+                &text(&secret, CA_PRIVATE_KEY),
+            )
+            .map_err(certificate)?;
+            Ok((ca, renewed_for))
         }
         Err(source) => Err(TlsMaterialError::Secret {
             what: "create",
@@ -158,13 +239,15 @@ async fn ensure_ca(
     }
 }
 
-/// The certificate and key of `role`, issued when missing or due.
+/// The certificate and key of `role`, issued when missing, due, or
+/// `renew` (a renewal asked for).
 async fn ensure_leaf(
     secrets: &Api<Secret>,
     cluster: &EtcdCluster,
     addressing: &MemberAddressing,
     ca: &CertificateAuthority,
     role: TlsRole,
+    renew: bool,
 ) -> Result<(String, String), TlsMaterialError> {
     let name = leaf_secret_name(&cluster.name_any(), role);
     let names = certificate_names(addressing, role);
@@ -182,6 +265,9 @@ async fn ensure_leaf(
             now,
         );
         match decision {
+            RenewalDecision::Keep { .. } if renew => {
+                tracing::info!(secret = %name, "renewing: asked for by annotation {RENEW_CERTIFICATES_ANNOTATION}");
+            }
             RenewalDecision::Keep { .. } if trusted => return Ok((cert, text(secret, KEY_KEY))),
             RenewalDecision::Keep { .. } => {
                 tracing::info!(secret = %name, "renewing: its CA bundle is not the current CA");

@@ -3,7 +3,8 @@
 //! Labels stay bounded: per-cluster series are removed when the cluster is
 //! deleted ([`Metrics::forget_cluster`]).
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -31,6 +32,16 @@ struct ClusterLabels {
     namespace: String,
     cluster: String,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CertificateLabels {
+    namespace: String,
+    cluster: String,
+    secret: String,
+}
+
+/// The certificate Secrets published per cluster, to forget them with it.
+type PublishedCertificates = BTreeMap<(String, String), Vec<String>>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MemberLabels {
@@ -64,6 +75,8 @@ pub struct Metrics {
     reconcile_seconds: Histogram,
     members: Family<MemberLabels, Gauge>,
     quorum: Family<ClusterLabels, Gauge>,
+    certificate_expiry: Family<CertificateLabels, Gauge>,
+    published_certificates: Arc<Mutex<PublishedCertificates>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -114,6 +127,12 @@ impl Metrics {
             "1 while a majority of the cluster's voters is healthy, 0 while quorum is lost",
             quorum.clone(),
         );
+        let certificate_expiry = Family::<CertificateLabels, Gauge>::default();
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "When each certificate the operator keeps for a TLS cluster expires (Unix time), by Secret",
+            certificate_expiry.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             reconciles,
@@ -122,6 +141,8 @@ impl Metrics {
             reconcile_seconds,
             members,
             quorum,
+            certificate_expiry,
+            published_certificates: Arc::default(),
         }
     }
 
@@ -166,8 +187,34 @@ impl Metrics {
             .set(i64::from(gauges.quorum));
     }
 
+    /// Publishes when each certificate of a TLS cluster expires: `(Secret,
+    /// Unix time)`.
+    pub fn set_certificates(&self, namespace: &str, cluster: &str, expiry: &[(String, i64)]) {
+        for (secret, not_after) in expiry {
+            self.certificate_expiry
+                .get_or_create(&certificate_labels(namespace, cluster, secret))
+                .set(*not_after);
+        }
+        if let Ok(mut published) = self.published_certificates.lock() {
+            published.insert(
+                (namespace.to_owned(), cluster.to_owned()),
+                expiry.iter().map(|(secret, _)| secret.clone()).collect(),
+            );
+        }
+    }
+
     /// Drops the series of a deleted cluster.
     pub fn forget_cluster(&self, namespace: &str, cluster: &str) {
+        let secrets = self
+            .published_certificates
+            .lock()
+            .ok()
+            .and_then(|mut p| p.remove(&(namespace.to_owned(), cluster.to_owned())))
+            .unwrap_or_default();
+        for secret in secrets {
+            self.certificate_expiry
+                .remove(&certificate_labels(namespace, cluster, &secret));
+        }
         for (state, _) in member_states(ClusterGauges::default()) {
             self.members
                 .remove(&member_labels(namespace, cluster, state));
@@ -197,6 +244,14 @@ fn member_labels(namespace: &str, cluster: &str, state: &str) -> MemberLabels {
         namespace: namespace.to_owned(),
         cluster: cluster.to_owned(),
         state: state.to_owned(),
+    }
+}
+
+fn certificate_labels(namespace: &str, cluster: &str, secret: &str) -> CertificateLabels {
+    CertificateLabels {
+        namespace: namespace.to_owned(),
+        cluster: cluster.to_owned(),
+        secret: secret.to_owned(),
     }
 }
 
@@ -243,9 +298,24 @@ mod tests {
     }
 
     #[test]
+    fn exposes_certificate_expiry_by_secret() {
+        let metrics = Metrics::new();
+        metrics.set_certificates(
+            "default",
+            "main",
+            &[("main-server-tls".into(), 1_800_000_000)],
+        );
+        let text = metrics.encode().expect("encodes");
+        assert!(text.contains(
+            "etcd_operator_certificate_expiry_timestamp_seconds{namespace=\"default\",cluster=\"main\",secret=\"main-server-tls\"} 1800000000"
+        ), "{text}");
+    }
+
+    #[test]
     fn forgets_a_deleted_cluster() {
         let metrics = Metrics::new();
         metrics.set_cluster("default", "gone", ClusterGauges::default());
+        metrics.set_certificates("default", "gone", &[("gone-ca".into(), 1)]);
         metrics.forget_cluster("default", "gone");
         let text = metrics.encode().expect("encodes");
         assert!(!text.contains("cluster=\"gone\""), "{text}");

@@ -754,6 +754,7 @@ impl Sim {
             volume_expansion_allowed: Some(self.expansion_allowed),
             volume_usage: std::collections::BTreeMap::new(),
             backup_schedules: Vec::new(),
+            tls: None,
             restore_pod: self.restore_pod.as_ref().map(|r| {
                 if r.done {
                     crate::planner::RestorePodState::Succeeded

@@ -99,6 +99,7 @@ fn snapshot() -> Snapshot {
         endpoints: Vec::new(),
         volume_usage: BTreeMap::new(),
         backup_schedules: Vec::new(),
+        tls: None,
     }
 }
 

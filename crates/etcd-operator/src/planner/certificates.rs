@@ -1,0 +1,106 @@
+//! What the status says about a TLS cluster's certificates: each as its
+//! Secret holds it, and a warning in `Degraded` when one comes close to
+//! expiring, which means its renewal (due at two-thirds of its life, a
+//! month before a 90-day certificate expires) keeps failing.
+
+use k8s_openapi::jiff::SignedDuration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::TlsStatus;
+
+/// A leaf certificate this close to expiring is reported.
+pub const LEAF_EXPIRY_WARNING: SignedDuration = SignedDuration::from_hours(7 * 24);
+/// The CA this close to expiring is reported (it is never replaced by
+/// itself: a person rotates it).
+pub const CA_EXPIRY_WARNING: SignedDuration = SignedDuration::from_hours(90 * 24);
+
+/// One sentence per certificate of cluster `name` that expires soon or
+/// has expired at `now`.
+pub fn expiry_warnings(name: &str, tls: Option<&TlsStatus>, now: Timestamp) -> Vec<String> {
+    let Some(tls) = tls else {
+        return Vec::new();
+    };
+    let mut warnings = Vec::new();
+    let mut check = |what: String, not_after: Timestamp, warn: SignedDuration| {
+        let left = not_after.duration_since(now);
+        if left <= SignedDuration::ZERO {
+            warnings.push(format!("{what} expired at {not_after}"));
+        } else if left <= warn {
+            warnings.push(format!(
+                "{what} expires at {not_after}, in {} h",
+                left.as_secs() / 3600
+            ));
+        }
+    };
+    if let Some(ca) = &tls.ca_not_after {
+        check(
+            format!(
+                "the cluster's CA (Secret {})",
+                crate::addressing::ca_secret_name(name)
+            ),
+            ca.0,
+            CA_EXPIRY_WARNING,
+        );
+    }
+    for certificate in &tls.certificates {
+        check(
+            format!(
+                "the certificate in Secret {} (renewal is failing: see the operator's log)",
+                certificate.secret
+            ),
+            certificate.not_after.0,
+            LEAF_EXPIRY_WARNING,
+        );
+    }
+    warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::CertificateStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn warnings(now: i64, ca: i64, leaf: i64) -> Vec<String> {
+        let at = |s: i64| Time(Timestamp::from_second(s).expect("time"));
+        let tls = TlsStatus {
+            issuer: "BuiltIn".into(),
+            ca_not_after: Some(at(ca)),
+            certificates: vec![CertificateStatus {
+                secret: "c-server-tls".into(),
+                serial: "01".into(),
+                not_before: at(0),
+                not_after: at(leaf),
+            }],
+            renewed_for: None,
+        };
+        expiry_warnings("c", Some(&tls), Timestamp::from_second(now).expect("time"))
+    }
+
+    const DAY: i64 = 24 * 3600;
+
+    #[test]
+    fn certificates_far_from_expiry_are_not_reported() {
+        assert!(warnings(0, 3650 * DAY, 60 * DAY).is_empty());
+        assert!(
+            expiry_warnings("c", None, Timestamp::UNIX_EPOCH).is_empty(),
+            "plaintext"
+        );
+    }
+
+    #[test]
+    fn a_leaf_within_a_week_and_a_ca_within_ninety_days_are_reported() {
+        let warnings = warnings(0, 80 * DAY, 6 * DAY);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("Secret c-ca") && warnings[0].contains("in 1920 h"));
+        assert!(warnings[1].contains("c-server-tls") && warnings[1].contains("in 144 h"));
+    }
+
+    #[test]
+    fn an_expired_certificate_says_so() {
+        let warnings = warnings(10 * DAY, 3650 * DAY, DAY);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("expired at"), "{}", warnings[0]);
+    }
+}
