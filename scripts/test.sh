@@ -42,7 +42,7 @@ for t in $(ls crates/etcd-operator/tests/backup_*.rs 2>/dev/null | xargs -n1 bas
 	cargo test -p etcd-operator --locked --test "$t"
 done
 
-step "lab and end-to-end tests, ${LAB_LANES:-2} lab lanes side by side"
+step "lab and end-to-end tests, ${LAB_LANES:-3} lab lanes side by side"
 bash scripts/lab-tests.sh
 
 step "done"
