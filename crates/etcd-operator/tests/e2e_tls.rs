@@ -17,24 +17,22 @@
 //! follows the writes after it, and a new TLS cluster restored from them
 //! (its own CA) holds every one.
 
-use std::io::ErrorKind;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use etcd_client::{Client, ConnectOptions};
 use etcd_operator::api::{BackupPhase, EtcdBackup, EtcdBackupSchedule, EtcdCluster};
-use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, ClientConnection, RootCertStore};
 use serde_json::json;
 use test_kit::TestResult;
 use test_kit::e2e::{Harness, cluster_spec_with};
 use test_kit::poll::wait_for;
+use test_kit::tls_client::{
+    client_material, client_service_name, secret_certificate, served_certificate, tls_client,
+};
 
 const CLUSTER: &str = "secure";
 const RESTORED: &str = "secure-restored";
@@ -44,48 +42,6 @@ fn a_tls_cluster_serves_only_clients_with_a_certificate_and_backs_up() {
     test_kit::e2e::run("tls", env!("CARGO_BIN_EXE_etcd-operator"), |h| {
         Box::pin(scenario(h))
     });
-}
-
-/// The PEM values of the user client Secret: CA bundle, certificate, key.
-async fn client_material(h: &Harness, cluster: &str) -> TestResult<(String, String, String)> {
-    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.namespace);
-    let secret = secrets.get(&format!("{cluster}-client-tls")).await?;
-    let data = secret.data.ok_or("no data in the client Secret")?;
-    let text = |key: &str| -> TestResult<String> {
-        Ok(String::from_utf8(
-            data.get(key).ok_or(format!("no {key}"))?.0.clone(),
-        )?)
-    };
-    Ok((text("ca.crt")?, text("tls.crt")?, text("tls.key")?))
-}
-
-/// A client of the cluster over TLS, presenting `identity` when given.
-async fn tls_client(
-    h: &Harness,
-    cluster: &str,
-    ca: &str,
-    identity: Option<(&str, &str)>,
-) -> TestResult<Client> {
-    let mut tls = TlsOptions::new()
-        .ca_certificate(Certificate::from_pem(ca))
-        .domain_name(format!(
-            "{cluster}-client.{}.svc.cluster.local",
-            h.namespace
-        ));
-    if let Some((cert, key)) = identity {
-        tls = tls.identity(Identity::from_pem(cert, key));
-    }
-    let endpoints: Vec<String> = h
-        .member_ips(cluster)
-        .await?
-        .iter()
-        .map(|ip| format!("https://{ip}:2379"))
-        .collect();
-    let options = ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(3))
-        .with_timeout(Duration::from_secs(5))
-        .with_tls(tls);
-    Ok(Client::connect(endpoints, Some(options)).await?)
 }
 
 async fn scenario(h: &mut Harness) -> TestResult {
@@ -123,7 +79,8 @@ async fn scenario(h: &mut Harness) -> TestResult {
     }
 
     // A user with the client Secret writes and reads.
-    let (ca, cert, key) = client_material(h, CLUSTER).await?;
+    let material = client_material(h, CLUSTER).await?;
+    let (ca, cert, key) = (material.ca, material.cert, material.key);
     let mut user = tls_client(h, CLUSTER, &ca, Some((&cert, &key))).await?;
     for i in 0..200 {
         user.put(format!("/secure/{i:04}"), format!("v{i}"), None)
@@ -291,8 +248,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
     .await?;
     h.wait_available(RESTORED, 1, Duration::from_secs(300))
         .await?;
-    let (ca, cert, key) = client_material(h, RESTORED).await?;
-    let mut restored = tls_client(h, RESTORED, &ca, Some((&cert, &key))).await?;
+    let mut restored = test_kit::tls_client::user_client(h, RESTORED).await?;
     let read = restored
         .get(
             "/secure/",
@@ -315,48 +271,6 @@ async fn scenario(h: &mut Harness) -> TestResult {
     assert_eq!(later, 100, "every write durable in a segment is restored");
     assert!(keys.len() >= 301, "{} keys restored", keys.len());
     Ok(())
-}
-
-/// The PEM certificate of a Secret's `tls.crt`.
-async fn secret_certificate(h: &Harness, secret: &str) -> TestResult<Vec<u8>> {
-    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.namespace);
-    let data = secrets.get(secret).await?.data.ok_or("no data")?;
-    let pem = data.get("tls.crt").ok_or("no tls.crt")?;
-    Ok(CertificateDer::from_pem_slice(&pem.0)?.to_vec())
-}
-
-/// The certificate a member serves at `address`, checked against `ca_pem`
-/// and `server_name`. Only the server's side of the handshake is needed:
-/// the member refuses this client (it has no certificate) after sending
-/// its own.
-fn served_certificate(address: SocketAddr, server_name: &str, ca_pem: &str) -> TestResult<Vec<u8>> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(cert?)?;
-    }
-    let config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let mut tls = ClientConnection::new(
-        Arc::new(config),
-        ServerName::try_from(server_name.to_string())?,
-    )?;
-    let mut tcp = TcpStream::connect_timeout(&address, Duration::from_secs(3))?;
-    tcp.set_read_timeout(Some(Duration::from_secs(3)))?;
-    loop {
-        let progress = tls.complete_io(&mut tcp);
-        if let Some(served) = tls.peer_certificates().and_then(|c| c.first()) {
-            return Ok(served.to_vec());
-        }
-        match progress {
-            Ok((0, 0)) => return Err("the handshake ended without a certificate".into()),
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
 }
 
 /// Every certificate renewed on request while a writer writes: no write
@@ -444,7 +358,7 @@ async fn renewal_under_writes(h: &Harness, user: &Client, ca: &str) -> TestResul
         .into_iter()
         .map(|p| p.metadata.uid)
         .collect();
-    let client_name = format!("{CLUSTER}-client.{}.svc.cluster.local", h.namespace);
+    let client_name = client_service_name(h, CLUSTER);
     let peer_name = format!(
         "{CLUSTER}-0.{CLUSTER}-peer.{}.svc.cluster.local",
         h.namespace
@@ -489,8 +403,7 @@ async fn renewal_under_writes(h: &Harness, user: &Client, ca: &str) -> TestResul
     );
 
     // The renewed user certificate works.
-    let (ca_now, cert, key) = client_material(h, CLUSTER).await?;
-    let mut renewed_user = tls_client(h, CLUSTER, &ca_now, Some((&cert, &key))).await?;
+    let mut renewed_user = test_kit::tls_client::user_client(h, CLUSTER).await?;
     renewed_user
         .put("/secure/renewed-user", "yes", None)
         .await?;

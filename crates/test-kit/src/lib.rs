@@ -15,7 +15,9 @@
 //!   of the pinned builds on loopback, and data written to them;
 //! - [`backup_scenarios`], [`restore_pod`] and [`restore_checks`]: what the
 //!   backup and restore tests check with them;
-//! - [`figures`]: settings, medians and the JSON figures of the benches.
+//! - [`figures`]: settings, medians and the JSON figures of the benches;
+//! - [`tls_client`]: a TLS cluster as its users reach it (the client
+//!   Secret, a client, the certificate a member serves).
 //!
 //! The operator's parts (`e2e`, `writer`, `survivor`, `backup_scenarios`)
 //! come with the feature `operator`, so that the lab's own tests build
@@ -39,6 +41,8 @@ pub mod restore_checks;
 pub mod restore_pod;
 #[cfg(feature = "operator")]
 pub mod survivor;
+#[cfg(feature = "operator")]
+pub mod tls_client;
 pub mod upstream;
 pub mod volume_fill;
 pub mod web;

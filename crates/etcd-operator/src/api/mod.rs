@@ -41,12 +41,15 @@ pub use maintenance::{DefragSpec, MaintenanceSpec};
 pub use pod_template::MemberPodTemplate;
 pub use recovery::{RecoveryPolicy, RecoverySource, RecoverySpec};
 pub use status::{
-    CertificateStatus, ClusterBackupStatus, ConditionType, DefragRound, EtcdClusterStatus,
-    LastDefrag, LastOperation, MaintenanceStatus, MemberRole, MemberStatus, OperationState, Phase,
-    RestoreStatus, RolloutStatus, SpaceRecovery, TlsStatus,
+    CaRotationStatus, CertificateStatus, ClusterBackupStatus, ConditionType, DefragRound,
+    EtcdClusterStatus, LastDefrag, LastOperation, MaintenanceStatus, MemberRole, MemberStatus,
+    OperationState, Phase, RestoreStatus, RolloutStatus, SpaceRecovery, TlsStatus,
 };
 pub use storage::{RetentionPolicy, StorageSpec};
-pub use tls::{BuiltInIssuer, RENEW_CERTIFICATES_ANNOTATION, RENEWED_FOR_ANNOTATION, TlsSpec};
+pub use tls::{
+    BuiltInIssuer, CA_ROTATED_FOR_ANNOTATION, CA_ROTATION_FOR_ANNOTATION,
+    RENEW_CERTIFICATES_ANNOTATION, RENEWED_FOR_ANNOTATION, ROTATE_CA_ANNOTATION, TlsSpec,
+};
 pub use tuning::{AutoCompactionMode, EtcdTuning};
 
 /// The API group of every kind this operator serves.

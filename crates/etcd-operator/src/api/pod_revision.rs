@@ -81,8 +81,11 @@ const POD_SHAPE: u32 = 2;
 /// derived from a grown volume rolls) and the member Pod template without its labels
 /// and annotations. Fields that never reach the Pod (replicas, storage,
 /// recovery, `paused`) and those that change in place are left out, so
-/// changing them rolls nothing.
-pub fn template_hash(spec: &EtcdClusterSpec) -> String {
+/// changing them rolls nothing. A TLS cluster's hash also covers
+/// `tls_revision`, what its members must have loaded (the CAs they trust
+/// and the one their certificates come from), so each step of a CA
+/// rotation restarts them; a renewed leaf does not change it.
+pub fn template_hash(spec: &EtcdClusterSpec, tls_revision: Option<&str>) -> String {
     let mut pod = spec.pod.clone();
     pod.labels.clear();
     pod.annotations.clear();
@@ -99,7 +102,10 @@ pub fn template_hash(spec: &EtcdClusterSpec) -> String {
     // TLS changes the Pods (URLs, flags, mounts); a plaintext cluster's
     // hash is what it was before TLS existed, so nothing rolls for it.
     if let (Some(tls), Some(inputs)) = (&spec.tls, inputs.as_object_mut()) {
-        inputs.insert("tls".to_string(), serde_json::json!(tls));
+        inputs.insert(
+            "tls".to_string(),
+            serde_json::json!({ "spec": tls, "revision": tls_revision }),
+        );
     }
     // serde_json writes struct fields in declaration order and maps in key
     // order: the same spec always gives the same bytes.
@@ -131,9 +137,9 @@ mod tests {
     #[test]
     fn the_hash_follows_every_field_that_reaches_the_pod_and_no_other() {
         let base = EtcdClusterSpec::default();
-        let hash = template_hash(&base);
+        let hash = template_hash(&base, None);
         assert_eq!(hash.len(), 16);
-        assert_eq!(hash, template_hash(&base.clone()), "deterministic");
+        assert_eq!(hash, template_hash(&base.clone(), None), "deterministic");
 
         let mut version = base.clone();
         version.version = "3.7.3".to_string();
@@ -144,7 +150,7 @@ mod tests {
         let mut image = base.clone();
         image.image = Some("mirror.example/etcd:3.6.16-0".to_string());
         for changed in [&version, &tuning, &pod, &image] {
-            assert_ne!(template_hash(changed), hash);
+            assert_ne!(template_hash(changed, None), hash);
         }
 
         let mut replicas = base.clone();
@@ -159,7 +165,7 @@ mod tests {
         replicas.replicas = 5;
         replicas.paused = true;
         replicas.maintenance.defrag.schedule = Some("@daily".to_string());
-        assert_eq!(template_hash(&replicas), hash);
+        assert_eq!(template_hash(&replicas, None), hash);
     }
 
     #[test]
@@ -171,14 +177,37 @@ mod tests {
         };
         let derived = EtcdClusterSpec::default();
         assert_ne!(
-            template_hash(&grown(derived.clone())),
-            template_hash(&derived)
+            template_hash(&grown(derived.clone()), None),
+            template_hash(&derived, None)
         );
         let mut explicit = EtcdClusterSpec::default();
         explicit.etcd.quota_backend_bytes = 256 << 20;
         assert_eq!(
-            template_hash(&grown(explicit.clone())),
-            template_hash(&explicit)
+            template_hash(&grown(explicit.clone()), None),
+            template_hash(&explicit, None)
+        );
+    }
+
+    #[test]
+    fn the_tls_revision_counts_for_a_tls_cluster_only() {
+        let plain = EtcdClusterSpec::default();
+        assert_eq!(
+            template_hash(&plain, Some("r1")),
+            template_hash(&plain, None),
+            "a plaintext cluster has no TLS revision"
+        );
+        let tls = EtcdClusterSpec {
+            tls: Some(crate::api::TlsSpec::default()),
+            ..EtcdClusterSpec::default()
+        };
+        assert_ne!(template_hash(&tls, None), template_hash(&plain, None));
+        assert_ne!(
+            template_hash(&tls, Some("r1")),
+            template_hash(&tls, Some("r2"))
+        );
+        assert_eq!(
+            template_hash(&tls, Some("r1")),
+            template_hash(&tls, Some("r1"))
         );
     }
 }

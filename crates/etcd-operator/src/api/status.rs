@@ -130,6 +130,32 @@ pub struct TlsStatus {
     /// whose renewal of every certificate is done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renewed_for: Option<String>,
+
+    /// The CA rotation in progress (annotation `durable-etcd.io/rotate-ca`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_rotation: Option<CaRotationStatus>,
+
+    /// The value of the annotation `durable-etcd.io/rotate-ca` whose CA
+    /// rotation is done: every step taken and every member restarted onto
+    /// the new CA alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_rotated_for: Option<String>,
+}
+
+/// A CA rotation in progress.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CaRotationStatus {
+    /// The value of `durable-etcd.io/rotate-ca` it carries out.
+    pub requested_for: String,
+    /// The step taken once every member runs what the last step asked for
+    /// (the members restart one at a time after each step): `TrustNewCa`,
+    /// `SignWithNewCa` or `RetireOldCa`; none once the last is taken and
+    /// the members restart onto the new CA alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_step: Option<crate::tls::CaRotationStep>,
+    /// That step in words.
+    pub message: String,
 }
 
 /// One certificate the operator keeps.

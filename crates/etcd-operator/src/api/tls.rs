@@ -15,6 +15,22 @@ pub const RENEW_CERTIFICATES_ANNOTATION: &str = "durable-etcd.io/renew-certifica
 /// certificates, so a lost status never renews them twice).
 pub const RENEWED_FOR_ANNOTATION: &str = "durable-etcd.io/certificates-renewed-for";
 
+/// `EtcdCluster` annotation asking for the cluster's CA to be replaced by a
+/// new one without a failed handshake: a new value is a new request. The
+/// operator trusts a new CA beside the old, issues every certificate from
+/// it, then retires the old one, restarting the members one at a time
+/// after each step (see `status.tls.caRotation`); `status.tls.caRotatedFor`
+/// names the value whose rotation is done.
+pub const ROTATE_CA_ANNOTATION: &str = "durable-etcd.io/rotate-ca";
+
+/// Annotation of the CA Secret: the value of [`ROTATE_CA_ANNOTATION`]
+/// whose rotation is in progress.
+pub const CA_ROTATION_FOR_ANNOTATION: &str = "durable-etcd.io/ca-rotation-for";
+
+/// Annotation of the CA Secret: the value of [`ROTATE_CA_ANNOTATION`]
+/// whose rotation is done.
+pub const CA_ROTATED_FOR_ANNOTATION: &str = "durable-etcd.io/ca-rotated-for";
+
 /// Mutual TLS for etcd's client and peer ports. Every member serves TLS on
 /// both and asks every client and peer for a certificate signed by the
 /// cluster's CA (`--client-cert-auth`, `--peer-client-cert-auth`); the

@@ -41,6 +41,8 @@ pub enum ActionKind {
     CompactHistory,
     /// etcd's NOSPACE alarm disarmed once the space is back.
     DisarmNoSpace,
+    /// One step of a CA rotation taken (the members then restart onto it).
+    RotateCa,
 }
 
 /// What a kind of action publishes when it is taken.
@@ -72,7 +74,7 @@ pub struct ActionRow {
 
 impl ActionKind {
     /// Every kind, in the order of the table.
-    pub const ALL: [ActionKind; 28] = [
+    pub const ALL: [ActionKind; 29] = [
         Self::CreatePeerService,
         Self::CreateClientService,
         Self::ApplyPodDisruptionBudget,
@@ -101,6 +103,7 @@ impl ActionKind {
         Self::DefragmentMember,
         Self::CompactHistory,
         Self::DisarmNoSpace,
+        Self::RotateCa,
     ];
 
     /// The table: the one place that names a kind of action and says what
@@ -155,6 +158,7 @@ impl ActionKind {
             Self::DefragmentMember => ("DefragmentMember", "MemberDefragmented", Normal, false),
             Self::CompactHistory => ("CompactHistory", "HistoryCompacted", Warning, false),
             Self::DisarmNoSpace => ("DisarmNoSpace", "NoSpaceDisarmed", Normal, false),
+            Self::RotateCa => ("RotateCa", "CaRotationStepTaken", Normal, false),
         };
         ActionRow {
             name,
@@ -454,6 +458,14 @@ pub enum Action {
         /// The members the alarms name.
         members: Vec<MemberId>,
     },
+    /// Take the next step of a CA rotation (every member runs what the last
+    /// one asked for).
+    RotateCa {
+        /// The step.
+        step: crate::tls::CaRotationStep,
+        /// The request (annotation value) it carries out.
+        request: String,
+    },
 }
 
 impl Action {
@@ -488,6 +500,7 @@ impl Action {
             Self::DefragmentMember { .. } => ActionKind::DefragmentMember,
             Self::CompactHistory { .. } => ActionKind::CompactHistory,
             Self::DisarmNoSpace { .. } => ActionKind::DisarmNoSpace,
+            Self::RotateCa { .. } => ActionKind::RotateCa,
         }
     }
 
@@ -651,6 +664,9 @@ impl Action {
             Self::CompactHistory { revision } => format!(
                 "compacting the history up to revision {revision}: NOSPACE is raised and the space of older revisions is needed back (every key keeps its newest value)"
             ),
+            Self::RotateCa { step, request } => {
+                format!("CA rotation {request:?}: {}", step.describe())
+            }
             Self::DisarmNoSpace { members } => format!(
                 "disarming NOSPACE ({}): the space is back and writes are taken again",
                 members

@@ -1,13 +1,19 @@
-//! What the status says about a TLS cluster's certificates: each as its
-//! Secret holds it, and a warning in `Degraded` when one comes close to
-//! expiring, which means its renewal (due at two-thirds of its life, a
-//! month before a 90-day certificate expires) keeps failing.
+//! A TLS cluster's certificates: a warning in `Degraded` when one comes
+//! close to expiring, which means its renewal (due at two-thirds of its
+//! life, a month before a 90-day certificate expires) keeps failing; and
+//! the steps of a CA rotation, each taken once every member runs what the
+//! step before asked for.
 
 use k8s_openapi::jiff::SignedDuration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::TlsStatus;
+use super::action::Action;
+use super::context::Context;
+use super::rollout::{first_unsettled, up_to_date};
+use super::step::{Step, Waiting};
+use crate::api::{CaRotationStatus, TlsStatus};
+use crate::planner::TlsObservation;
 
 /// A leaf certificate this close to expiring is reported.
 pub const LEAF_EXPIRY_WARNING: SignedDuration = SignedDuration::from_hours(7 * 24);
@@ -56,6 +62,53 @@ pub fn expiry_warnings(name: &str, tls: Option<&TlsStatus>, now: Timestamp) -> V
     warnings
 }
 
+/// The next step of a CA rotation, once every member's Pod runs the
+/// current template (which covers what the members must have loaded) and
+/// every voter is settled. Comes after the rollout: the restarts a step
+/// causes are a rollout of their own.
+pub(super) fn rotate_ca(cx: &Context<'_>) -> Option<Step> {
+    let (step, request) = cx.o.tls.as_ref()?.rotation.clone()?;
+    let waits = |why: String| {
+        Some(Step::Wait(Waiting::Rollout(format!(
+            "the CA rotation {request:?} ({}) waits: {why}",
+            step.describe()
+        ))))
+    };
+    if let Some(ordinal) = (0..cx.replicas).find(|&o| !up_to_date(cx, o)) {
+        return waits(format!(
+            "{} does not run Pod template {} yet",
+            cx.name(ordinal),
+            cx.desired_template
+        ));
+    }
+    if let Some(unsettled) = first_unsettled(cx) {
+        return waits(super::maintenance::describe(&unsettled));
+    }
+    Some(Step::Act(Action::RotateCa { step, request }))
+}
+
+/// `status.tls`: as the certificates' Secrets say, except that a CA
+/// rotation whose last step is taken stays in progress until every member
+/// runs it (restarted onto the new CA alone); only then is it done.
+pub(super) fn status(cx: &Context<'_>, tls: &TlsObservation) -> TlsStatus {
+    let mut status = tls.status.clone();
+    let all_updated = (0..cx.replicas).all(|o| up_to_date(cx, o));
+    let reported = cx.o.status.tls.as_ref();
+    if status.ca_rotation.is_none()
+        && !all_updated
+        && status.ca_rotated_for.is_some()
+        && status.ca_rotated_for != reported.and_then(|t| t.ca_rotated_for.clone())
+    {
+        status.ca_rotation = Some(CaRotationStatus {
+            requested_for: status.ca_rotated_for.clone().unwrap_or_default(),
+            next_step: None,
+            message: "every step taken: the members restart onto the new CA alone".to_string(),
+        });
+        status.ca_rotated_for = reported.and_then(|t| t.ca_rotated_for.clone());
+    }
+    status
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +127,8 @@ mod tests {
                 not_after: at(leaf),
             }],
             renewed_for: None,
+            ca_rotation: None,
+            ca_rotated_for: None,
         };
         expiry_warnings("c", Some(&tls), Timestamp::from_second(now).expect("time"))
     }

@@ -82,7 +82,10 @@ impl<'a> Context<'a> {
             bootstrap_replicas,
             replicas,
             restoring,
-            desired_template: crate::api::pod_revision::template_hash(&o.spec),
+            desired_template: crate::api::pod_revision::template_hash(
+                &o.spec,
+                o.tls.as_ref().map(|t| t.revision.as_str()),
+            ),
             downgrade_target: o
                 .etcd
                 .endpoints

@@ -38,6 +38,7 @@ pub fn decide(cx: &Context<'_>) -> Step {
         super::expansion::expand_volumes,
         super::rollout::update_pod_metadata,
         super::rollout::roll_members,
+        super::certificates::rotate_ca,
         super::maintenance::defragment,
     ]
     .iter()

@@ -266,7 +266,7 @@ fn next_defrag(cx: &Context<'_>, pending: &[&KnownMember], reason: &str) -> Opti
     })
 }
 
-fn describe(unsettled: &Unsettled) -> String {
+pub(super) fn describe(unsettled: &Unsettled) -> String {
     match unsettled {
         Unsettled::Unhealthy { name, detail, .. } => format!("{name} is not healthy ({detail})"),
         Unsettled::NotReady(name) => format!("Pod {name} is not Ready"),

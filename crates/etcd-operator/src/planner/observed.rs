@@ -54,9 +54,23 @@ pub struct Observed {
     /// The `EtcdBackupSchedule`s of the namespace that name this cluster,
     /// as their status says.
     pub backup_schedules: Vec<ScheduleSummary>,
-    /// The certificates of a TLS cluster, as their Secrets hold them
-    /// (`None` for a plaintext cluster).
-    pub tls: Option<crate::api::TlsStatus>,
+    /// The certificates and CAs of a TLS cluster (`None` for a plaintext
+    /// cluster).
+    pub tls: Option<TlsObservation>,
+}
+
+/// What a pass knows of a TLS cluster's certificates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TlsObservation {
+    /// What `status.tls` reports.
+    pub status: crate::api::TlsStatus,
+    /// What the member Pods must have loaded (trust bundle and signing CA,
+    /// see `CaSet::revision`): part of the Pod template hash, so each step
+    /// of a CA rotation restarts the members one at a time.
+    pub revision: String,
+    /// The CA rotation step to take once every member runs `revision`, and
+    /// the request (annotation value) it carries out.
+    pub rotation: Option<(crate::tls::CaRotationStep, String)>,
 }
 
 /// What one backup schedule of the cluster reports.

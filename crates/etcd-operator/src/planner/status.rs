@@ -176,7 +176,8 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
             )
         })
         .collect();
-    let certificates = super::certificates::expiry_warnings(&o.name, o.tls.as_ref(), o.now);
+    let certificates =
+        super::certificates::expiry_warnings(&o.name, o.tls.as_ref().map(|t| &t.status), o.now);
     let degraded_reason = if !degraded.is_empty() {
         "MembersUnhealthy"
     } else if !certificates.is_empty() {
@@ -289,7 +290,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         quota_backend_bytes: Some(o.spec.quota_backend_bytes()),
         maintenance: super::maintenance::status(cx, step),
         backup: super::backup_health::summary(cx),
-        tls: o.tls.clone(),
+        tls: o.tls.as_ref().map(|t| super::certificates::status(cx, t)),
     }
 }
 
@@ -531,6 +532,9 @@ fn progress(cx: &Context<'_>, step: &Step) -> (bool, &'static str, String) {
             | crate::planner::Action::CompactHistory { .. }
             | crate::planner::Action::DisarmNoSpace { .. }),
         ) => (true, "Maintenance", action.describe(&cx.o.name)),
+        Step::Act(action @ crate::planner::Action::RotateCa { .. }) => {
+            (true, "RotatingCa", action.describe(&cx.o.name))
+        }
         Step::Act(action) => (true, "ActionIssued", action.describe(&cx.o.name)),
         Step::Wait(Waiting::Bootstrapping) => (
             true,

@@ -162,6 +162,15 @@ pub enum Step {
         /// The alarms.
         alarms: Vec<crate::etcd::Alarm>,
     },
+    /// Take a step of the CA rotation of a cluster (its CA Secret).
+    RotateCa {
+        /// The cluster.
+        cluster: String,
+        /// The step.
+        step: crate::tls::CaRotationStep,
+        /// The request (annotation value) it carries out.
+        request: String,
+    },
     /// Nothing to do against the API server or etcd: the pass records a
     /// restore in status, which is written after the step.
     RecordRestore,
@@ -327,6 +336,14 @@ pub async fn execute(
             }
             Ok(note(step))
         }
+        Step::RotateCa {
+            cluster,
+            step,
+            request,
+        } => Ok(super::tls_material::advance_ca_rotation(
+            client, namespace, cluster, *step, request,
+        )
+        .await?),
     }
 }
 
@@ -388,6 +405,7 @@ pub fn note(step: &Step) -> String {
         Step::CancelDowngrade => "cancelled etcd's downgrade".to_string(),
         Step::Defragment { name, .. } => format!("defragmented {name}"),
         Step::Compact { revision } => format!("compacted the history up to revision {revision}"),
+        Step::RotateCa { step, .. } => format!("took CA rotation step {step}"),
         Step::DisarmAlarms { alarms } => format!(
             "disarmed {}",
             alarms

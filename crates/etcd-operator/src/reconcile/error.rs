@@ -134,6 +134,9 @@ pub enum ActError {
         /// Cause.
         source: EtcdError,
     },
+    /// A step of a CA rotation failed.
+    #[error("CA rotation: {0}")]
+    CaRotation(#[from] super::tls_material::TlsMaterialError),
 }
 
 impl ActError {
@@ -145,6 +148,7 @@ impl ActError {
             }
             ActError::Build { .. } => Category::InvalidSpec,
             ActError::Etcd { source, .. } => of_etcd(source),
+            ActError::CaRotation(error) => error.category(),
         }
     }
 }

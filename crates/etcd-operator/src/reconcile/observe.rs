@@ -63,7 +63,7 @@ pub struct Snapshot {
     pub backup_schedules: Vec<crate::planner::ScheduleSummary>,
     /// The certificates of a TLS cluster (set by the pass, which keeps them
     /// before it observes).
-    pub tls: Option<crate::api::TlsStatus>,
+    pub tls: Option<crate::planner::TlsObservation>,
 }
 
 impl Snapshot {

@@ -88,10 +88,10 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
         ..ctx.config.etcd.clone()
     };
     let mut snapshot = observe::observe(&ctx.client, &cluster, etcd_settings.clone()).await?;
-    snapshot.tls = tls.map(|material| material.status);
+    snapshot.tls = tls.map(|material| material.observation);
     if let Some(tls) = &snapshot.tls {
         ctx.metrics
-            .set_certificates(&namespace, &name, &certificate_expiry(&name, tls));
+            .set_certificates(&namespace, &name, &certificate_expiry(&name, &tls.status));
     }
     ctx.nodes.set_nodes(key, snapshot.pod_node_names());
 

@@ -260,6 +260,7 @@ fn to_step(
             &resources::MemberPodFacts {
                 placement: placement(cluster, snapshot),
                 etcd_ran_on_volume: false,
+                tls_revision: snapshot.tls.as_ref().map(|t| t.revision.clone()),
             },
         )))),
         Action::DeletePod { ordinal, force, .. } => {
@@ -327,6 +328,11 @@ fn to_step(
         },
         Action::CompactHistory { revision } => Step::Compact {
             revision: *revision,
+        },
+        Action::RotateCa { step, request } => Step::RotateCa {
+            cluster: cluster.name_any(),
+            step: *step,
+            request: request.clone(),
         },
         Action::DisarmNoSpace { members } => Step::DisarmAlarms {
             alarms: members

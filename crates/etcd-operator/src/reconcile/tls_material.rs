@@ -6,12 +6,18 @@
 //! certificate files at every handshake and the kubelet refreshes mounted
 //! Secrets, so a renewed leaf is picked up without a restart. A new value
 //! of the cluster's annotation [`RENEW_CERTIFICATES_ANNOTATION`] renews
-//! every leaf at once; the CA Secret records the value done. Returns what
-//! the operator connects with and what the status reports.
+//! every leaf at once; the CA Secret records the value done. The CA
+//! Secret also holds the CAs of a rotation in progress ([`CaSet`]): leaves
+//! come from its signer and carry its trust bundle; each rotation step
+//! ([`advance_ca_rotation`]) is an action the planner takes once every
+//! member runs the last one. Returns what the operator connects with and
+//! what the planner and status need.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -20,18 +26,21 @@ use kube::{Api, Client, ResourceExt};
 
 use crate::addressing::{MemberAddressing, ca_secret_name};
 use crate::api::{
-    CertificateStatus, EtcdCluster, RENEW_CERTIFICATES_ANNOTATION, RENEWED_FOR_ANNOTATION,
+    CA_ROTATED_FOR_ANNOTATION, CA_ROTATION_FOR_ANNOTATION, CaRotationStatus, CertificateStatus,
+    EtcdCluster, RENEW_CERTIFICATES_ANNOTATION, RENEWED_FOR_ANNOTATION, ROTATE_CA_ANNOTATION,
     TlsStatus,
 };
 use crate::controller_kit::Category;
 use crate::etcd::ClientTls;
+use crate::planner::TlsObservation;
 use crate::resources::tls::{
-    CA_KEY, CA_PRIVATE_KEY, CERT_KEY, KEY_KEY, TlsRole, ca_secret, certificate_names, leaf_secret,
-    leaf_secret_name, server_name,
+    CA_KEY, CA_PRIVATE_KEY, CERT_KEY, INCOMING_CA_KEY, INCOMING_CA_PRIVATE_KEY, KEY_KEY,
+    RETIRING_CA_KEY, TlsRole, ca_secret, certificate_names, leaf_secret, leaf_secret_name,
+    server_name,
 };
 use crate::tls::{
-    CertificateAuthority, LeafRequest, RenewalDecision, RenewalPolicy, TlsError, read_certificate,
-    renewal_of,
+    CaRotationStep, CaSet, CertificateAuthority, LeafRequest, RenewalDecision, RenewalPolicy,
+    RotationError, TlsError, read_certificate, renewal_of,
 };
 
 /// The certificates could not be read, issued or stored.
@@ -75,18 +84,18 @@ impl TlsMaterialError {
     }
 }
 
-/// What a TLS cluster's pass connects with and reports.
+/// What a TLS cluster's pass connects with and knows.
 #[derive(Debug, Clone)]
 pub struct TlsMaterial {
     /// The operator's client TLS.
     pub client: Arc<ClientTls>,
-    /// The certificates, for `status.tls`.
-    pub status: TlsStatus,
+    /// The certificates and the CA rotation, for the planner and status.
+    pub observation: TlsObservation,
 }
 
 /// Makes the certificates of `cluster` exist and current; returns the
-/// operator's client TLS and the certificates' status, or `None` for a
-/// plaintext cluster.
+/// operator's client TLS and what the planner and status need, or `None`
+/// for a plaintext cluster.
 pub async fn ensure(
     client: &Client,
     cluster: &EtcdCluster,
@@ -97,17 +106,34 @@ pub async fn ensure(
     }
     let addressing = tls_addressing(cluster, cluster_domain);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &addressing.namespace);
-    let (ca, renewed_for) = ensure_ca(&secrets, cluster).await?;
-    let requested = cluster
-        .annotations()
-        .get(RENEW_CERTIFICATES_ANNOTATION)
-        .filter(|value| !value.is_empty());
-    let renew_all = requested.is_some_and(|value| Some(value) != renewed_for.as_ref());
+    let ca_secret = ca_secret_name(&addressing.cluster);
+    let (cas, records) = ensure_ca(&secrets, cluster).await?;
+    let certificate = |source| TlsMaterialError::Certificate {
+        what: format!("authorities in Secret {ca_secret}"),
+        source,
+    };
+    let bundle = cas.trust_bundle().map_err(certificate)?;
+    let revision = cas.revision().map_err(certificate)?;
+    let requested = |annotation: &str| {
+        cluster
+            .annotations()
+            .get(annotation)
+            .filter(|value| !value.is_empty())
+            .cloned()
+    };
+    let renew_request = requested(RENEW_CERTIFICATES_ANNOTATION);
+    let renew_all = renew_request.is_some() && renew_request != records.renewed_for;
     let mut operator = None;
     let mut certificates = Vec::new();
     for role in TlsRole::ALL {
-        let (cert_pem, key_pem) =
-            ensure_leaf(&secrets, cluster, &addressing, &ca, role, renew_all).await?;
+        let leaf = LeafContext {
+            secrets: &secrets,
+            cluster,
+            addressing: &addressing,
+            signer: &cas.signer,
+            bundle: &bundle,
+        };
+        let (cert_pem, key_pem) = ensure_leaf(&leaf, role, renew_all).await?;
         if let Ok(facts) = read_certificate(&cert_pem) {
             certificates.push(CertificateStatus {
                 secret: leaf_secret_name(&addressing.cluster, role),
@@ -120,24 +146,45 @@ pub async fn ensure(
             operator = Some((cert_pem, key_pem));
         }
     }
-    let renewed_for = match (renew_all, requested) {
-        (true, Some(value)) => {
-            record_renewal(&secrets, &ca_secret_name(&addressing.cluster), value).await?;
-            Some(value.clone())
+    let renewed_for = match renew_request {
+        Some(value) if renew_all => {
+            annotate(&secrets, &ca_secret, RENEWED_FOR_ANNOTATION, Some(&value)).await?;
+            tracing::info!(secret = %ca_secret, request = %value, "every certificate renewed as asked");
+            Some(value)
         }
-        _ => renewed_for,
+        _ => records.renewed_for,
+    };
+    let rotation = match cas.step_in_progress() {
+        Some(step) => Some((step, records.rotation_for.unwrap_or_default())),
+        None => requested(ROTATE_CA_ANNOTATION)
+            .filter(|value| Some(value) != records.rotated_for.as_ref())
+            .map(|value| (CaRotationStep::TrustNewCa, value)),
     };
     let status = TlsStatus {
         issuer: "BuiltIn".to_string(),
-        ca_not_after: read_certificate(ca.cert_pem())
-            .ok()
-            .map(|facts| time(facts.not_after)),
+        ca_not_after: Some(time(cas.signer.facts().not_after)),
         certificates,
         renewed_for,
+        ca_rotation: rotation.as_ref().map(|(step, value)| CaRotationStatus {
+            requested_for: value.clone(),
+            next_step: Some(*step),
+            message: format!(
+                "next: {} (once every member runs what the last step asked for)",
+                step.describe()
+            ),
+        }),
+        ca_rotated_for: records.rotated_for,
     };
     let (cert_pem, key_pem) = operator.unwrap_or_default();
-    let client = operator_tls(&addressing, ca.cert_pem().to_string(), cert_pem, key_pem);
-    Ok(Some(TlsMaterial { client, status }))
+    let client = operator_tls(&addressing, bundle, cert_pem, key_pem);
+    Ok(Some(TlsMaterial {
+        client,
+        observation: TlsObservation {
+            status,
+            revision,
+            rotation,
+        },
+    }))
 }
 
 /// A certificate time as a status time.
@@ -145,15 +192,14 @@ fn time(at: DateTime<Utc>) -> Time {
     Time(Timestamp::from_second(at.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
-/// Records on the CA Secret that the renewal asked for by `value` is done.
-async fn record_renewal(
+/// Sets (or with `None` removes) one annotation of a Secret.
+async fn annotate(
     secrets: &Api<Secret>,
     name: &str,
-    value: &str,
+    key: &str,
+    value: Option<&str>,
 ) -> Result<(), TlsMaterialError> {
-    let patch = serde_json::json!({
-        "metadata": { "annotations": { RENEWED_FOR_ANNOTATION: value } }
-    });
+    let patch = serde_json::json!({ "metadata": { "annotations": { key: value } } });
     secrets
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -162,7 +208,6 @@ async fn record_renewal(
             name: name.to_string(),
             source,
         })?;
-    tracing::info!(secret = %name, request = %value, "every certificate renewed as asked");
     Ok(())
 }
 
@@ -191,45 +236,75 @@ fn operator_tls(
     })
 }
 
-/// The cluster's CA, generated when missing, and the renewal request its
-/// Secret records as done.
+/// What the CA Secret records besides the CAs.
+#[derive(Debug, Default)]
+struct CaRecords {
+    /// The renewal request done.
+    renewed_for: Option<String>,
+    /// The CA rotation request in progress.
+    rotation_for: Option<String>,
+    /// The CA rotation request done.
+    rotated_for: Option<String>,
+}
+
+impl CaRecords {
+    fn of(secret: &Secret) -> Self {
+        let annotation = |key: &str| secret.annotations().get(key).cloned();
+        Self {
+            renewed_for: annotation(RENEWED_FOR_ANNOTATION),
+            rotation_for: annotation(CA_ROTATION_FOR_ANNOTATION),
+            rotated_for: annotation(CA_ROTATED_FOR_ANNOTATION),
+        }
+    }
+}
+
+/// The CAs a CA Secret holds.
+fn ca_set_of(secret: &Secret) -> Result<CaSet, TlsError> {
+    let signer =
+        CertificateAuthority::from_pem(&text(secret, CA_KEY), &text(secret, CA_PRIVATE_KEY))?;
+    let incoming = match text(secret, INCOMING_CA_KEY) {
+        cert if cert.is_empty() => None,
+        cert => Some(CertificateAuthority::from_pem(
+            &cert,
+            &text(secret, INCOMING_CA_PRIVATE_KEY),
+        )?),
+    };
+    let retiring = Some(text(secret, RETIRING_CA_KEY)).filter(|cert| !cert.is_empty());
+    Ok(CaSet {
+        signer,
+        incoming,
+        retiring,
+    })
+}
+
+/// The cluster's CAs, the first generated when missing, and what the CA
+/// Secret records.
 async fn ensure_ca(
     secrets: &Api<Secret>,
     cluster: &EtcdCluster,
-) -> Result<(CertificateAuthority, Option<String>), TlsMaterialError> {
+) -> Result<(CaSet, CaRecords), TlsMaterialError> {
     let name = ca_secret_name(&cluster.name_any());
     let certificate = |source| TlsMaterialError::Certificate {
         what: format!("authority in Secret {name}"),
         source,
     };
     if let Some(secret) = read(secrets, &name).await? {
-        let cert = text(&secret, CA_KEY);
-        let key = text(&secret, CA_PRIVATE_KEY);
-        let renewed_for = secret.annotations().get(RENEWED_FOR_ANNOTATION).cloned();
         return Ok((
-            CertificateAuthority::from_pem(&cert, &key).map_err(certificate)?,
-            renewed_for,
+            ca_set_of(&secret).map_err(certificate)?,
+            CaRecords::of(&secret),
         ));
     }
-    let ca = CertificateAuthority::generate(
-        &format!("{} etcd CA", cluster.name_any()),
-        RenewalPolicy::CA.lifetime,
-        Utc::now(),
-    )
-    .map_err(certificate)?;
+    let ca = new_ca(&cluster.name_any()).map_err(certificate)?;
     let secret = ca_secret(cluster, ca.cert_pem(), ca.key_pem());
     match secrets.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok((ca, None)),
+        Ok(_) => Ok((CaSet::of(ca), CaRecords::default())),
         // Another pass created it first: use that one.
         Err(kube::Error::Api(status)) if status.code == 409 => {
             let secret = read(secrets, &name).await?.unwrap_or_default();
-            let renewed_for = secret.annotations().get(RENEWED_FOR_ANNOTATION).cloned();
-            let ca = CertificateAuthority::from_pem(
-                &text(&secret, CA_KEY),
-                &text(&secret, CA_PRIVATE_KEY),
-            )
-            .map_err(certificate)?;
-            Ok((ca, renewed_for))
+            Ok((
+                ca_set_of(&secret).map_err(certificate)?,
+                CaRecords::of(&secret),
+            ))
         }
         Err(source) => Err(TlsMaterialError::Secret {
             what: "create",
@@ -239,26 +314,124 @@ async fn ensure_ca(
     }
 }
 
-/// The certificate and key of `role`, issued when missing, due, or
-/// `renew` (a renewal asked for).
+/// A new CA for `cluster`, named with the moment it was made (CAs of one
+/// cluster side by side during a rotation are told apart by name).
+fn new_ca(cluster: &str) -> Result<CertificateAuthority, TlsError> {
+    let now = Utc::now();
+    CertificateAuthority::generate(
+        &format!("{cluster} etcd CA {}", now.format("%Y-%m-%dT%H:%M:%SZ")),
+        RenewalPolicy::CA.lifetime,
+        now,
+    )
+}
+
+/// Takes one step of the CA rotation of cluster `cluster` in `namespace`:
+/// rewrites its CA Secret (the next pass issues and distributes what the
+/// step changed). `request` is the annotation value carried out. Refused
+/// when the Secret no longer holds the CAs the step starts from.
+pub async fn advance_ca_rotation(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+    step: CaRotationStep,
+    request: &str,
+) -> Result<String, TlsMaterialError> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let name = ca_secret_name(cluster);
+    let certificate = |source| TlsMaterialError::Certificate {
+        what: format!("authorities in Secret {name}"),
+        source,
+    };
+    let mut secret = read(&secrets, &name)
+        .await?
+        .ok_or_else(|| TlsMaterialError::Missing(format!("Secret {namespace}/{name} is gone")))?;
+    let cas = ca_set_of(&secret).map_err(certificate)?;
+    let advanced = cas
+        .advance(step, || new_ca(cluster))
+        .map_err(|error| match error {
+            RotationError::Tls(source) => certificate(source),
+            out_of_order => TlsMaterialError::Missing(out_of_order.to_string()),
+        })?;
+    let mut data = BTreeMap::new();
+    let mut put = |key: &str, value: &str| {
+        data.insert(key.to_string(), ByteString(value.as_bytes().to_vec()));
+    };
+    put(CA_KEY, advanced.signer.cert_pem());
+    put(CA_PRIVATE_KEY, advanced.signer.key_pem());
+    if let Some(incoming) = &advanced.incoming {
+        put(INCOMING_CA_KEY, incoming.cert_pem());
+        put(INCOMING_CA_PRIVATE_KEY, incoming.key_pem());
+    }
+    if let Some(retiring) = &advanced.retiring {
+        put(RETIRING_CA_KEY, retiring);
+    }
+    secret.data = Some(data);
+    let annotations = secret.metadata.annotations.get_or_insert_default();
+    match step {
+        CaRotationStep::TrustNewCa => {
+            annotations.insert(CA_ROTATION_FOR_ANNOTATION.to_string(), request.to_string());
+        }
+        CaRotationStep::SignWithNewCa => {}
+        CaRotationStep::RetireOldCa => {
+            annotations.remove(CA_ROTATION_FOR_ANNOTATION);
+            annotations.insert(CA_ROTATED_FOR_ANNOTATION.to_string(), request.to_string());
+        }
+    }
+    // Replaced over the version read: a concurrent change makes this fail.
+    secrets
+        .replace(&name, &PostParams::default(), &secret)
+        .await
+        .map_err(|source| TlsMaterialError::Secret {
+            what: "replace",
+            name: name.clone(),
+            source,
+        })?;
+    let signer = advanced
+        .signer
+        .facts()
+        .common_name
+        .clone()
+        .unwrap_or_default();
+    Ok(format!(
+        "{} in Secret {name} (signing CA: {signer:?})",
+        step.describe()
+    ))
+}
+
+/// What issuing a leaf needs.
+struct LeafContext<'a> {
+    secrets: &'a Api<Secret>,
+    cluster: &'a EtcdCluster,
+    addressing: &'a MemberAddressing,
+    signer: &'a CertificateAuthority,
+    bundle: &'a str,
+}
+
+/// The certificate and key of `role`, issued when missing, due, not from
+/// the signing CA, or `renew` (a renewal asked for); its Secret's CA
+/// bundle kept equal to the trust bundle.
 async fn ensure_leaf(
-    secrets: &Api<Secret>,
-    cluster: &EtcdCluster,
-    addressing: &MemberAddressing,
-    ca: &CertificateAuthority,
+    leaf: &LeafContext<'_>,
     role: TlsRole,
     renew: bool,
 ) -> Result<(String, String), TlsMaterialError> {
+    let LeafContext {
+        secrets,
+        cluster,
+        addressing,
+        signer,
+        bundle,
+    } = *leaf;
     let name = leaf_secret_name(&cluster.name_any(), role);
     let names = certificate_names(addressing, role);
     let now = Utc::now();
     let existing = read(secrets, &name).await?;
+    let mut reissue = true;
     if let Some(secret) = &existing {
         let cert = text(secret, CERT_KEY);
-        let trusted = text(secret, CA_KEY) == ca.cert_pem();
         let decision = renewal_of(
             &cert,
-            ca.cert_pem(),
+            signer.cert_pem(),
             &RenewalPolicy::LEAF,
             &names.dns_names,
             &names.ip_addresses,
@@ -268,37 +441,40 @@ async fn ensure_leaf(
             RenewalDecision::Keep { .. } if renew => {
                 tracing::info!(secret = %name, "renewing: asked for by annotation {RENEW_CERTIFICATES_ANNOTATION}");
             }
-            RenewalDecision::Keep { .. } if trusted => return Ok((cert, text(secret, KEY_KEY))),
+            RenewalDecision::Keep { .. } if text(secret, CA_KEY) == bundle => {
+                return Ok((cert, text(secret, KEY_KEY)));
+            }
             RenewalDecision::Keep { .. } => {
-                tracing::info!(secret = %name, "renewing: its CA bundle is not the current CA");
+                tracing::info!(secret = %name, "writing the current trust bundle beside the certificate");
+                reissue = false;
             }
             RenewalDecision::Renew { reason } => {
                 tracing::info!(secret = %name, %reason, "renewing certificate");
             }
         }
     }
-    let issued = ca
-        .issue(
-            &LeafRequest {
-                common_name: names.common_name,
-                dns_names: names.dns_names,
-                ip_addresses: names.ip_addresses,
-                usage: role.usage(),
-                lifetime: RenewalPolicy::LEAF.lifetime,
-            },
-            now,
-        )
-        .map_err(|source| TlsMaterialError::Certificate {
-            what: format!("{} in Secret {name}", role.as_str()),
-            source,
-        })?;
-    let mut secret = leaf_secret(
-        cluster,
-        role,
-        &issued.cert_pem,
-        &issued.key_pem,
-        ca.cert_pem(),
-    );
+    let (cert_pem, key_pem) = match (&existing, reissue) {
+        (Some(secret), false) => (text(secret, CERT_KEY), text(secret, KEY_KEY)),
+        _ => {
+            let issued = signer
+                .issue(
+                    &LeafRequest {
+                        common_name: names.common_name,
+                        dns_names: names.dns_names,
+                        ip_addresses: names.ip_addresses,
+                        usage: role.usage(),
+                        lifetime: RenewalPolicy::LEAF.lifetime,
+                    },
+                    now,
+                )
+                .map_err(|source| TlsMaterialError::Certificate {
+                    what: format!("{} in Secret {name}", role.as_str()),
+                    source,
+                })?;
+            (issued.cert_pem, issued.key_pem)
+        }
+    };
+    let mut secret = leaf_secret(cluster, role, &cert_pem, &key_pem, bundle);
     let written = match existing {
         None => secrets.create(&PostParams::default(), &secret).await,
         Some(old) => {
@@ -313,7 +489,7 @@ async fn ensure_leaf(
         name,
         source,
     })?;
-    Ok((issued.cert_pem, issued.key_pem))
+    Ok((cert_pem, key_pem))
 }
 
 async fn read(secrets: &Api<Secret>, name: &str) -> Result<Option<Secret>, TlsMaterialError> {

@@ -342,7 +342,7 @@ pub fn container_security_context() -> SecurityContext {
 }
 
 /// What the member Pod builder is told about the cluster beyond the spec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MemberPodFacts {
     /// Where volumes keep their data and how many zones there are: the
     /// spreading of members (see `scheduling`).
@@ -351,6 +351,9 @@ pub struct MemberPodFacts {
     /// the PVC), even if it has not recorded the member ID yet: the guard
     /// then refuses an empty volume (`--expect-data`).
     pub etcd_ran_on_volume: bool,
+    /// What a TLS cluster's members must have loaded (see
+    /// `CaSet::revision`), part of the template hash.
+    pub tls_revision: Option<String>,
 }
 
 /// The member Pod of an ordinal with nothing known beyond the spec: volume
@@ -400,7 +403,7 @@ pub fn member_pod_with(
     let mut pod_annotations = template.annotations.clone();
     pod_annotations.insert(
         TEMPLATE_HASH_ANNOTATION.to_string(),
-        template_hash(&cluster.spec),
+        template_hash(&cluster.spec, facts.tls_revision.as_deref()),
     );
     pod_annotations.insert(
         TEMPLATE_METADATA_ANNOTATION.to_string(),

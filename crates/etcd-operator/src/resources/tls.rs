@@ -40,6 +40,14 @@ pub const KEY_KEY: &str = "tls.key";
 pub const CA_KEY: &str = "ca.crt";
 /// Key of the CA's private key in the CA Secret.
 pub const CA_PRIVATE_KEY: &str = "ca.key";
+/// Key, in the CA Secret, of the CA a rotation brings in (trusted, not
+/// signing yet).
+pub const INCOMING_CA_KEY: &str = "incoming-ca.crt";
+/// Key of that CA's private key.
+pub const INCOMING_CA_PRIVATE_KEY: &str = "incoming-ca.key";
+/// Key, in the CA Secret, of the CA a rotation retires (trusted, no longer
+/// signing).
+pub const RETIRING_CA_KEY: &str = "retiring-ca.crt";
 
 /// Where member Pods mount the server certificate.
 pub const SERVER_TLS_DIR: &str = "/var/run/etcd-tls/server";

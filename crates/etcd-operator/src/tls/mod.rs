@@ -26,7 +26,8 @@
 //! default, at once when expired, missing a wanted name or issued by another
 //! CA), and [`trust_bundle`] and [`without_expired`] keep the trust bundle of
 //! a CA rotation: old and new CA side by side, newest first, until the old
-//! one expires.
+//! one expires. [`CaSet`] holds a cluster's CAs through the three steps of
+//! a rotation ([`CaRotationStep`]).
 
 mod authority;
 mod bundle;
@@ -34,6 +35,7 @@ mod facts;
 mod leaf;
 mod pem;
 mod renewal;
+mod rotation;
 mod validity;
 
 #[cfg(test)]
@@ -47,6 +49,7 @@ pub use renewal::{
     DEFAULT_CA_LIFETIME, DEFAULT_LEAF_LIFETIME, DEFAULT_RENEW_AT, RenewalDecision, RenewalPolicy,
     RenewalReason, renewal, renewal_of,
 };
+pub use rotation::{CaRotationStep, CaSet, RotationError};
 pub use validity::CLOCK_SKEW_BACKDATE;
 
 /// Why a certificate could not be issued, read or checked.

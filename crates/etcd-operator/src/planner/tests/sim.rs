@@ -165,6 +165,12 @@ pub struct Sim {
     pub nospace: Vec<u64>,
     /// etcd's CORRUPT alarm names this member.
     pub corrupt: Option<u64>,
+    /// A TLS cluster's certificates: the revision members must run and the
+    /// CA rotation step pending (each step taken gives a new revision).
+    pub tls: Option<crate::planner::TlsObservation>,
+    /// The members' Pods running each step's revision when it was taken
+    /// (checked: a CA rotation step only once every member runs the last).
+    pub ca_steps: Vec<(crate::tls::CaRotationStep, bool)>,
 }
 
 /// A member's database file.
@@ -216,6 +222,8 @@ impl Sim {
             expansion_allowed: true,
             stale_node_status: std::collections::BTreeSet::new(),
             db: BTreeMap::new(),
+            tls: None,
+            ca_steps: Vec::new(),
             quota: 0,
             history: 0,
             nospace: Vec::new(),
@@ -754,7 +762,7 @@ impl Sim {
             volume_expansion_allowed: Some(self.expansion_allowed),
             volume_usage: std::collections::BTreeMap::new(),
             backup_schedules: Vec::new(),
-            tls: None,
+            tls: self.tls.clone(),
             restore_pod: self.restore_pod.as_ref().map(|r| {
                 if r.done {
                     crate::planner::RestorePodState::Succeeded
@@ -1012,6 +1020,11 @@ impl Sim {
         }
     }
 
+    /// The TLS revision the members must run, for a TLS cluster.
+    pub fn tls_revision(&self) -> Option<&str> {
+        self.tls.as_ref().map(|t| t.revision.as_str())
+    }
+
     fn apply_action(&mut self, action: Action) {
         let quorum_before = self.has_quorum();
         match &action {
@@ -1089,7 +1102,10 @@ impl Sim {
                         bootstrap: bootstrap.clone(),
                         refusal: None,
                         running: false,
-                        template: crate::api::pod_revision::template_hash(&built_from),
+                        template: crate::api::pod_revision::template_hash(
+                            &built_from,
+                            self.tls_revision(),
+                        ),
                         version: built_from.version.clone(),
                         metadata: desired_metadata(&self.spec),
                     },
@@ -1248,7 +1264,8 @@ impl Sim {
                     .pvcs
                     .get(ordinal)
                     .is_some_and(|p| p.filesystem_resize_pending);
-                if pod.template == crate::api::pod_revision::template_hash(&self.spec)
+                if pod.template
+                    == crate::api::pod_revision::template_hash(&self.spec, self.tls_revision())
                     && !resize_pending
                 {
                     self.violation("rolling a Pod that is up to date", &action);
@@ -1339,6 +1356,31 @@ impl Sim {
                 let history = std::mem::take(&mut self.history);
                 for db in self.db.values_mut() {
                     db.in_use = (db.in_use - history).max(0);
+                }
+            }
+            Action::RotateCa { step, .. } => {
+                let desired =
+                    crate::api::pod_revision::template_hash(&self.spec, self.tls_revision());
+                let all_on_it = self.pods.values().all(|p| p.template == desired);
+                if !all_on_it {
+                    self.violation(
+                        "a CA rotation step before every member runs the last",
+                        &action,
+                    );
+                }
+                self.ca_steps.push((*step, all_on_it));
+                if let Some(tls) = &mut self.tls {
+                    use crate::tls::CaRotationStep::{RetireOldCa, SignWithNewCa, TrustNewCa};
+                    let request = tls.rotation.take().map(|(_, r)| r).unwrap_or_default();
+                    tls.revision = format!("{}+{step}", tls.revision);
+                    tls.rotation = match step {
+                        TrustNewCa => Some((SignWithNewCa, request)),
+                        SignWithNewCa => Some((RetireOldCa, request)),
+                        RetireOldCa => {
+                            tls.status.ca_rotated_for = Some(request);
+                            None
+                        }
+                    };
                 }
             }
             Action::DisarmNoSpace { .. } => {

@@ -92,7 +92,10 @@ pub fn is_disruptive(step: &Step, cluster: &str) -> bool {
         | Step::CancelDowngrade
         | Step::DisarmAlarms { .. }
         | Step::PatchPodMetadata { .. }
-        | Step::ResizePvc { .. } => false,
+        | Step::ResizePvc { .. }
+        // Checked against the CA Secret it rewrites (its version, and
+        // that the step follows from the CAs it holds).
+        | Step::RotateCa { .. } => false,
     }
 }
 
