@@ -1,5 +1,8 @@
 //! End to end on the lab: a cluster with mutual TLS from the built-in CA
-//! (`spec.tls: {builtIn: {}}`).
+//! (`spec.tls: {builtIn: {}}`), in a namespace that enforces the
+//! `restricted` Pod Security Standard (a Pod that breaks it is refused
+//! there; every Pod of the test runs in it: members, the claim's backup
+//! store, restore Pods).
 //!
 //! Three members come up serving TLS on their client and peer ports and
 //! asking every client for a certificate. A user's client with the
@@ -44,7 +47,34 @@ fn a_tls_cluster_serves_only_clients_with_a_certificate_and_backs_up() {
     });
 }
 
+/// The test's namespace enforces the `restricted` Pod Security Standard;
+/// a Pod that breaks it is refused (the lab's API server enforces it).
+async fn enforce_restricted(h: &Harness) -> TestResult {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(h.client.clone());
+    namespaces
+        .patch(
+            &h.namespace,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": {
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest",
+            } } })),
+        )
+        .await?;
+    let careless: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": { "name": "careless" },
+        "spec": { "containers": [{ "name": "c", "image": "etcd", "command": ["sleep", "1"] }] },
+    }))?;
+    match h.pods.create(&PostParams::default(), &careless).await {
+        Err(kube::Error::Api(e)) if e.message.contains("violates PodSecurity") => Ok(()),
+        other => {
+            Err(format!("a Pod breaking the restricted standard was not refused: {other:?}").into())
+        }
+    }
+}
+
 async fn scenario(h: &mut Harness) -> TestResult {
+    enforce_restricted(h).await?;
     h.create_available(
         CLUSTER,
         cluster_spec_with(3, "lab-network", json!({ "tls": { "builtIn": {} } })),
