@@ -15,6 +15,10 @@ use super::step::{Step, Waiting};
 use crate::api::{CaRotationStatus, TlsStatus};
 use crate::planner::TlsObservation;
 
+/// The reason of `Degraded` (and of the Warning Event) while a certificate
+/// is close to expiry and no member is unhealthy.
+pub const EXPIRING_REASON: &str = "CertificatesExpiring";
+
 /// A leaf certificate this close to expiring is reported.
 pub const LEAF_EXPIRY_WARNING: SignedDuration = SignedDuration::from_hours(7 * 24);
 /// The CA this close to expiring is reported (it is never replaced by

@@ -156,5 +156,21 @@ fn events(
             });
         }
     }
+    // A certificate close to expiry (its renewal keeps failing), once when
+    // `Degraded` first says so.
+    let expiring = |s: &crate::api::EtcdClusterStatus| {
+        s.condition(ConditionType::Degraded)
+            .filter(|c| c.reason == certificates::EXPIRING_REASON)
+            .map(|c| c.message.clone())
+    };
+    if let Some(message) = expiring(status)
+        && expiring(&observed.status).is_none()
+    {
+        events.push(PlannedEvent {
+            type_: EventType::Warning,
+            reason: certificates::EXPIRING_REASON.to_string(),
+            message,
+        });
+    }
     events
 }

@@ -181,7 +181,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
     let degraded_reason = if !degraded.is_empty() {
         "MembersUnhealthy"
     } else if !certificates.is_empty() {
-        "CertificatesExpiring"
+        super::certificates::EXPIRING_REASON
     } else {
         "AsExpected"
     };

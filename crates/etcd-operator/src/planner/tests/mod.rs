@@ -3,6 +3,7 @@
 //! The simulator is a model, not Kubernetes: it exists because the planner
 //! is pure; the real thing is exercised by the end-to-end tests on the lab.
 
+mod certificates;
 mod evidence;
 mod lifecycle;
 mod maintenance;
