@@ -700,6 +700,24 @@ fn catalogue() -> Vec<Invalid> {
             backup(json!({ "s3": { "bucket": "b-1", "endpoint": "ftp://10.0.0.1" } })),
             "s3.endpoint must be an http:// or https:// URL",
         ),
+        // The operator's own credentials never go to an endpoint a spec names.
+        invalid(
+            Backup,
+            backup(json!({ "s3": { "bucket": "b-1", "endpoint": "https://attacker.example" } })),
+            "s3.endpoint needs s3.credentialsSecret",
+        ),
+        invalid(
+            Backup,
+            backup(json!({ "gcs": { "bucket": "b-1", "endpoint": "https://attacker.example" } })),
+            "gcs.endpoint needs gcs.credentialsSecret",
+        ),
+        invalid(
+            Backup,
+            backup(
+                json!({ "azure": { "account": "acct1", "container": "etcd", "endpoint": "https://attacker.example" } }),
+            ),
+            "azure.endpoint needs azure.credentialsSecret",
+        ),
         invalid(
             Backup,
             backup(json!({ "s3": { "bucket": "b-1", "prefix": "a/../b" } })),
@@ -917,7 +935,7 @@ fn accepted() -> Vec<(Kind, String, Value)> {
             Backup,
             "to-azurite".into(),
             backup(
-                json!({ "azure": { "account": "devstoreaccount1", "container": "etcd-backups", "prefix": "etcd", "endpoint": "http://127.0.0.1:10000/devstoreaccount1" } }),
+                json!({ "azure": { "account": "devstoreaccount1", "container": "etcd-backups", "prefix": "etcd", "endpoint": "http://127.0.0.1:10000/devstoreaccount1", "credentialsSecret": "azurite" } }),
             ),
         ),
         (

@@ -183,6 +183,7 @@ pub struct LocalDestination {
 /// An S3 bucket (AWS or any S3-compatible server).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = rules::endpoint_needs_credentials("s3"))]
 pub struct S3Destination {
     /// Bucket name. It must exist. 3 to 255 letters, digits, `.`, `-`,
     /// `_`, starting and ending with a letter or digit (what S3 and
@@ -212,7 +213,8 @@ pub struct S3Destination {
 
     /// Secret in the backup's namespace with the keys `accessKeyID` and
     /// `secretAccessKey` (and optionally `sessionToken`). Without it the
-    /// operator's own environment credentials are used.
+    /// operator's own environment credentials are used, and only with AWS
+    /// itself: an `endpoint` needs this Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     #[x_kube(validation = rules::subdomain("s3.credentialsSecret"))]
@@ -227,6 +229,7 @@ pub struct S3Destination {
 /// A Google Cloud Storage bucket.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = rules::endpoint_needs_credentials("gcs"))]
 pub struct GcsDestination {
     /// Bucket name. It must exist. 3 to 222 lower-case letters, digits,
     /// `.`, `-`, `_`, starting and ending with a letter or digit (Cloud
@@ -253,7 +256,8 @@ pub struct GcsDestination {
     /// Secret in the backup's namespace with the key `serviceAccount.json`
     /// (a service-account key file). Without it the operator's own
     /// credentials are used (workload identity, `GOOGLE_APPLICATION_CREDENTIALS`,
-    /// the metadata server).
+    /// the metadata server), and only with Google's own endpoint: an
+    /// `endpoint` needs this Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     #[x_kube(validation = rules::subdomain("gcs.credentialsSecret"))]
@@ -263,6 +267,7 @@ pub struct GcsDestination {
 /// An Azure Blob Storage container.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = rules::endpoint_needs_credentials("azure"))]
 pub struct AzureDestination {
     /// Storage account name: 3 to 24 lower-case letters and digits.
     #[schemars(length(min = 3, max = 24))]
@@ -294,7 +299,8 @@ pub struct AzureDestination {
     /// Secret in the backup's namespace with the key `accountKey` (the
     /// storage account's shared key; for Azurite its published development
     /// key). Without it the operator's own credentials are used (workload
-    /// identity, managed identity, `AZURE_STORAGE_*` variables).
+    /// identity, managed identity, `AZURE_STORAGE_*` variables), and only
+    /// with Azure's own endpoint: an `endpoint` needs this Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     #[x_kube(validation = rules::subdomain("azure.credentialsSecret"))]

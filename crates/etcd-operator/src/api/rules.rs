@@ -53,6 +53,19 @@ pub fn rule(expression: impl Into<String>, message: impl Into<String>) -> Rule {
     Rule::new(expression).message(Message::Message(message.into()))
 }
 
+/// An object-store destination that names its own `endpoint` names its
+/// `credentialsSecret` too: the operator never sends its own credentials
+/// (its environment, workload identity, a metadata server) to an endpoint
+/// a spec names, where whoever runs it could keep them.
+pub fn endpoint_needs_credentials(kind: &str) -> Rule {
+    rule(
+        "!has(self.endpoint) || has(self.credentialsSecret)",
+        format!(
+            "{kind}.endpoint needs {kind}.credentialsSecret: the operator never sends its own credentials (its environment, workload identity, a metadata server) to an endpoint a spec names"
+        ),
+    )
+}
+
 /// `metadata.name` of an `EtcdCluster`, or a `clusterName` naming one
 /// (`expression` is the CEL path of the string): at most
 /// [`MAX_CLUSTER_NAME`] characters.

@@ -73,7 +73,17 @@ impl BackupStore {
             let store = LocalFileSystem::new_with_prefix(&local.path)?;
             (Arc::new(store), format!("file://{}", local.path))
         } else if let Some(s3) = &destination.s3 {
-            let mut builder = AmazonS3Builder::from_env()
+            own_credentials_stay_home("s3", s3.endpoint.as_deref(), &s3.credentials_secret)?;
+            // Without an endpoint: AWS, with the operator's own
+            // credentials unless a Secret is named. With one: nothing from
+            // the operator's environment (not even a session token beside
+            // the Secret's keys).
+            let builder = if s3.endpoint.is_some() {
+                AmazonS3Builder::new()
+            } else {
+                AmazonS3Builder::from_env()
+            };
+            let mut builder = builder
                 .with_bucket_name(&s3.bucket)
                 .with_region(s3.region.as_deref().unwrap_or("us-east-1"))
                 .with_virtual_hosted_style_request(!s3.force_path_style);
@@ -96,7 +106,13 @@ impl BackupStore {
             }
             (Arc::new(builder.build()?), format!("s3://{}", s3.bucket))
         } else if let Some(gcs) = &destination.gcs {
-            let mut builder = GoogleCloudStorageBuilder::from_env().with_bucket_name(&gcs.bucket);
+            own_credentials_stay_home("gcs", gcs.endpoint.as_deref(), &gcs.credentials_secret)?;
+            let builder = if gcs.endpoint.is_some() {
+                GoogleCloudStorageBuilder::new()
+            } else {
+                GoogleCloudStorageBuilder::from_env()
+            };
+            let mut builder = builder.with_bucket_name(&gcs.bucket);
             if let Some(endpoint) = &gcs.endpoint {
                 let endpoint = endpoint_url(endpoint)?;
                 builder = builder.with_base_url(&endpoint);
@@ -114,7 +130,17 @@ impl BackupStore {
             }
             (Arc::new(builder.build()?), format!("gs://{}", gcs.bucket))
         } else if let Some(azure) = &destination.azure {
-            let mut builder = MicrosoftAzureBuilder::from_env()
+            own_credentials_stay_home(
+                "azure",
+                azure.endpoint.as_deref(),
+                &azure.credentials_secret,
+            )?;
+            let builder = if azure.endpoint.is_some() {
+                MicrosoftAzureBuilder::new()
+            } else {
+                MicrosoftAzureBuilder::from_env()
+            };
+            let mut builder = builder
                 .with_account(&azure.account)
                 .with_container_name(&azure.container);
             if let Some(endpoint) = &azure.endpoint {
@@ -238,6 +264,24 @@ fn required<'a>(
         })
 }
 
+/// Refuses a destination that names an `endpoint` without a
+/// `credentialsSecret` (the CRD refuses it too; this catches objects stored
+/// before the rule): the operator's own credentials (its environment,
+/// workload identity, a metadata server) are never sent to an endpoint a
+/// spec names.
+fn own_credentials_stay_home(
+    kind: &str,
+    endpoint: Option<&str>,
+    credentials_secret: &Option<String>,
+) -> Result<(), BackupError> {
+    match (endpoint, credentials_secret) {
+        (Some(endpoint), None) => Err(BackupError::Destination(format!(
+            "{kind}.endpoint {endpoint:?} needs {kind}.credentialsSecret: the operator never sends its own credentials to an endpoint a spec names"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A destination's `endpoint` checked as an `http(s)://` URL with a host,
 /// without a trailing `/` (the client appends `/<bucket or container>/...`).
 /// A malformed endpoint is a configuration error here rather than a
@@ -329,6 +373,7 @@ mod tests {
             gcs: Some(GcsDestination {
                 bucket: "b".into(),
                 endpoint: Some(endpoint.into()),
+                credentials_secret: Some("gcs-creds".into()),
                 ..GcsDestination::default()
             }),
             ..BackupDestination::default()
@@ -345,6 +390,47 @@ mod tests {
                 ..AzureDestination::default()
             }),
             ..BackupDestination::default()
+        }
+    }
+
+    #[test]
+    fn an_endpoint_without_its_credentials_secret_is_refused() {
+        let s3 = BackupDestination {
+            s3: Some(S3Destination {
+                bucket: "b".into(),
+                endpoint: Some("http://127.0.0.1:9".into()),
+                ..S3Destination::default()
+            }),
+            ..BackupDestination::default()
+        };
+        let mut gcs = gcs_at("http://127.0.0.1:9");
+        let mut azure = azure_at("http://127.0.0.1:9/devstoreaccount1");
+        for destination in [&mut gcs, &mut azure] {
+            if let Some(d) = &mut destination.gcs {
+                d.credentials_secret = None;
+            }
+            if let Some(d) = &mut destination.azure {
+                d.credentials_secret = None;
+            }
+        }
+        for (kind, destination) in [("s3", s3), ("gcs", gcs), ("azure", azure)] {
+            let error = BackupStore::open(&destination, "ns", "c", &Credentials::new())
+                .expect_err("refused");
+            assert!(
+                error
+                    .to_string()
+                    .contains(&format!("{kind}.endpoint \"http://127.0.0.1:9")),
+                "{error}"
+            );
+            assert!(
+                error
+                    .to_string()
+                    .contains("never sends its own credentials")
+            );
+            assert_eq!(
+                error.category(),
+                super::super::BackupErrorCategory::Configuration
+            );
         }
     }
 
