@@ -1,0 +1,122 @@
+//! `kubectl etcd approve-recovery <cluster> [--yes]`: shows the restore the
+//! cluster waits for and what it keeps and loses, asks, then writes the
+//! approval with the resourceVersion it was decided on (a cluster that
+//! changed meanwhile refuses it).
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use super::{cluster_subject, clusters, get_cluster, namespace_flag, wait};
+use crate::approval::{self, Choice, Decision, Plan};
+use crate::args::ApproveArgs;
+use crate::connect::Target;
+use crate::error::{Failure, api_failure};
+
+pub async fn run(target: &Target, args: &ApproveArgs) -> Result<(), Failure> {
+    let name = args.cluster.as_str();
+    let cluster = get_cluster(target, name).await?;
+    let choice = args.survivor.as_ref().map(|survivor| Choice {
+        survivor: survivor.clone(),
+        revision: args.revision,
+    });
+    let ns = namespace_flag(target);
+    let plan = match approval::decide(&cluster, choice.as_ref()) {
+        Decision::Approve(plan) => plan,
+        Decision::AlreadyApproved(plan) => {
+            println!(
+                "{name}: this restore is already approved ({}); the operator carries it out.\n  follow: kubectl etcd status {name} {ns}",
+                plan.recovery_patch()
+            );
+            return Ok(());
+        }
+        Decision::Nothing { why, next } => {
+            return Err(Failure::new(format!("nothing to approve: {why}"), next));
+        }
+        Decision::Stale { why, next } => {
+            return Err(Failure::new(format!("not approved: {why}"), next));
+        }
+        Decision::ChooseSurvivor { why, candidates } => {
+            let listed: Vec<String> = candidates
+                .iter()
+                .map(|(m, r)| {
+                    format!(
+                        "{m} (last at revision {})",
+                        r.map_or("unknown".to_string(), |r| r.to_string())
+                    )
+                })
+                .collect();
+            return Err(Failure::new(
+                format!("the newest survivor is not known yet: {why}"),
+                format!(
+                    "wait for the survivors to answer and run again, or choose one of {}: kubectl etcd approve-recovery {name} {ns} --survivor <member> [--revision <revision>]",
+                    listed.join(", ")
+                ),
+            ));
+        }
+    };
+    print_plan(name, &plan);
+    if !args.yes {
+        confirm(name)?;
+    }
+    let resource_version = cluster.metadata.resource_version.clone();
+    clusters(target)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": { "resourceVersion": resource_version },
+                "spec": { "recovery": plan.recovery_patch() },
+            })),
+        )
+        .await
+        .map_err(|e| api_failure(e, &cluster_subject(target, name)))?;
+    println!(
+        "approved: spec.recovery {}\n  follow: kubectl etcd status {name} {ns}",
+        plan.recovery_patch()
+    );
+    if args.wait.wait {
+        wait::cluster_ready(target, name, args.wait.timeout).await?;
+    }
+    Ok(())
+}
+
+fn print_plan(name: &str, plan: &Plan) {
+    println!(
+        "{name}: the data of a majority is lost (incarnation {}).",
+        plan.incarnation
+    );
+    for line in plan.consequences() {
+        println!("  {line}");
+    }
+}
+
+/// Asks on the terminal; refuses when nobody can answer.
+fn confirm(name: &str) -> Result<(), Failure> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(Failure::new(
+            "not approved: stdin is not a terminal, so nobody can confirm",
+            format!(
+                "read the above, then run again with --yes: kubectl etcd approve-recovery {name} --yes"
+            ),
+        ));
+    }
+    print!("Approve this restore? Type the cluster name ({name}) to confirm: ");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    stdin.lock().read_line(&mut answer).map_err(|e| {
+        Failure::new(
+            format!("cannot read the answer: {e}"),
+            "run again, or with --yes",
+        )
+    })?;
+    if answer.trim() != name {
+        return Err(Failure::new(
+            "not approved: the answer was not the cluster's name",
+            "nothing was changed; run again when you are sure",
+        ));
+    }
+    Ok(())
+}
