@@ -57,7 +57,9 @@ pub struct EtcdClusterStatus {
     pub updated_members: i32,
 
     /// The minor release of the members' data (etcd's storage version,
-    /// e.g. `3.6`), as last reported: no member Pod runs an older release.
+    /// e.g. `3.6`): as the members report it, or once every member runs a
+    /// newer line, that line (etcd raises its storage version to it
+    /// seconds later). No member Pod is created with an older release.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_version: Option<String>,
 

@@ -307,6 +307,41 @@ pub fn cluster_storage(cx: &Context<'_>) -> Option<Release> {
         })
 }
 
+/// The storage version to record in status: the newest release line the
+/// members' data may have reached, the figure [`cluster_storage`] falls
+/// back on when no voter answers. What the voters report (or, when none
+/// answers, what was recorded), raised to the line every voter's Pod runs
+/// once this pass's step is taken: etcd raises its storage version to
+/// that line on its own seconds later, and the members may all be gone
+/// before a pass sees it. Over-stating it is safe (a Pod created on older
+/// data runs a newer release, which etcd starts), under-stating it is not
+/// (etcd refuses newer data). Not raised while etcd's downgrade is on.
+pub fn storage_to_record(cx: &Context<'_>, step: &Step) -> Option<Release> {
+    let known = cluster_storage(cx);
+    if cx.downgrade_target.is_some() {
+        return known;
+    }
+    let created = match step {
+        Step::Act(super::Action::CreatePod {
+            ordinal, release, ..
+        }) => Some((*ordinal, release.clone().unwrap_or(cx.o.spec.version.clone()))),
+        _ => None,
+    };
+    // `None` unless every voter has a Pod (or gets one now) of a known
+    // release.
+    let line_of = |voter: &KnownMember| {
+        let ordinal = voter.ordinal?;
+        let version = match &created {
+            Some((o, version)) if *o == ordinal => Some(version.clone()),
+            _ => cx.o.objects(ordinal).pod.and_then(|p| p.version.clone()),
+        };
+        Release::parse(&version?)
+    };
+    let lines: Option<Vec<Release>> = cx.membership.voters().map(line_of).collect();
+    let every_voter_runs = lines.and_then(|lines| lines.into_iter().min());
+    known.into_iter().chain(every_voter_runs).max()
+}
+
 /// The release a Pod created now runs when not `spec.version`: the spec's
 /// minor release is older than the data's (a downgrade not yet enabled, or
 /// not yet applied by etcd), and etcd refuses to start on newer data; the

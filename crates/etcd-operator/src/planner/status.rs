@@ -281,7 +281,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         version: running_versions(cx),
         pod_template_hash: Some(cx.desired_template.clone()),
         updated_members: i32::try_from(super::rollout::progress(cx).updated).unwrap_or(i32::MAX),
-        storage_version: super::rollout::cluster_storage(cx).map(|r| r.line()),
+        storage_version: super::rollout::storage_to_record(cx, step).map(|r| r.line()),
         newest_revision,
         conditions,
         last_operation,
