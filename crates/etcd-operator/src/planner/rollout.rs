@@ -324,7 +324,10 @@ pub fn storage_to_record(cx: &Context<'_>, step: &Step) -> Option<Release> {
     let created = match step {
         Step::Act(super::Action::CreatePod {
             ordinal, release, ..
-        }) => Some((*ordinal, release.clone().unwrap_or(cx.o.spec.version.clone()))),
+        }) => Some((
+            *ordinal,
+            release.clone().unwrap_or(cx.o.spec.version.clone()),
+        )),
         _ => None,
     };
     // `None` unless every voter has a Pod (or gets one now) of a known
