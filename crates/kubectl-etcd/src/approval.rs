@@ -105,8 +105,11 @@ impl Plan {
                     Some(newest) if newest > *revision => lines.push(format!(
                         "lost: the writes after revision {revision} (members were seen up to {newest}) that only the lost members held"
                     )),
-                    _ => lines.push(format!(
-                        "lost: nothing {name} holds; only writes it never received"
+                    Some(newest) => lines.push(format!(
+                        "lost: nothing that any member was seen holding (newest revision seen: {newest})"
+                    )),
+                    None => lines.push(format!(
+                        "lost: any write {name} did not receive (no member reported a newer revision)"
                     )),
                 }
             }

@@ -58,7 +58,7 @@ pub async fn run(target: &Target, args: &ApproveArgs) -> Result<(), Failure> {
     };
     print_plan(name, &plan);
     if !args.yes {
-        confirm(name)?;
+        confirm(name, &ns)?;
     }
     let resource_version = cluster.metadata.resource_version.clone();
     clusters(target)
@@ -93,13 +93,13 @@ fn print_plan(name: &str, plan: &Plan) {
 }
 
 /// Asks on the terminal; refuses when nobody can answer.
-fn confirm(name: &str) -> Result<(), Failure> {
+fn confirm(name: &str, ns: &str) -> Result<(), Failure> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return Err(Failure::new(
             "not approved: stdin is not a terminal, so nobody can confirm",
             format!(
-                "read the above, then run again with --yes: kubectl etcd approve-recovery {name} --yes"
+                "read the above, then run again with --yes: kubectl etcd approve-recovery {name} {ns} --yes"
             ),
         ));
     }

@@ -65,9 +65,10 @@ pub async fn run(target: &Target, args: &RestoreArgs) -> Result<(), Failure> {
         .map_err(|e| api_failure(e, &cluster_subject(target, &args.new_cluster)))?;
     let ns = namespace_flag(target);
     println!(
-        "created etcdcluster {} ({} members, etcd {}) from the {} of {}/{} at {}{}\n  member 0 receives the backup and starts alone, the others join one at a time\n  follow: kubectl etcd status {} {ns}",
+        "created etcdcluster {} ({} member{}, etcd {}) from the {} of {}/{} at {}{}\n  member 0 receives the backup and starts alone, the others join one at a time\n  follow: kubectl etcd status {} {ns}",
         args.new_cluster,
         spec.replicas,
+        if spec.replicas == 1 { "" } else { "s" },
         spec.version,
         args.backup_name
             .as_ref()

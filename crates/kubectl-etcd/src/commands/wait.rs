@@ -26,7 +26,7 @@ pub async fn cluster_ready(target: &Target, name: &str, timeout: Duration) -> Re
         let current = status.observed_generation == cluster.metadata.generation;
         let phase = status
             .phase
-            .map_or("unknown".to_string(), |p| format!("{p:?}"));
+            .map_or("no status yet".to_string(), |p| format!("{p:?}"));
         let doing = restoring.map(|r| r.step.clone()).or_else(|| {
             status
                 .condition(ConditionType::Progressing)
