@@ -30,6 +30,7 @@ expected_seconds() {
 	e2e_newest_survivor) echo 156 ;;
 	e2e_durability) echo 122 ;;
 	e2e_isolation) echo 110 ;;
+	e2e_kubectl_etcd) echo 110 ;;
 	volume_size) echo 101 ;;
 	e2e_restore_survivor) echo 97 ;;
 	e2e_restore_backup) echo 95 ;;
