@@ -28,13 +28,13 @@ use std::time::{Duration, Instant};
 use etcd_client::Client;
 use etcd_operator::api::EtcdCluster;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use test_kit::TestResult;
 use test_kit::e2e::{Harness, cluster_spec_with};
 use test_kit::poll::wait_for;
 use test_kit::tls_client::{
-    ClientMaterial, client_material, client_service_name, served_certificate, tls_client,
+    ClientMaterial, client_material, client_service_name, connect, read_client_material,
+    served_certificate, tls_client,
 };
 
 const CLUSTER: &str = "rotating";
@@ -146,22 +146,7 @@ struct UserSide {
 
 impl UserSide {
     async fn material(&self) -> TestResult<ClientMaterial> {
-        let data = self
-            .secrets
-            .get(&format!("{CLUSTER}-client-tls"))
-            .await?
-            .data
-            .ok_or("no data")?;
-        let text = |key: &str| -> TestResult<String> {
-            Ok(String::from_utf8(
-                data.get(key).ok_or("missing")?.0.clone(),
-            )?)
-        };
-        Ok(ClientMaterial {
-            ca: text("ca.crt")?,
-            cert: text("tls.crt")?,
-            key: text("tls.key")?,
-        })
+        read_client_material(&self.secrets, CLUSTER).await
     }
 
     /// A client on the members whose Pod is Ready now.
@@ -182,15 +167,14 @@ impl UserSide {
         if endpoints.is_empty() {
             return Err("no member is ready".into());
         }
-        let tls = etcd_client::TlsOptions::new()
-            .ca_certificate(etcd_client::Certificate::from_pem(&m.ca))
-            .domain_name(self.server_name.clone())
-            .identity(etcd_client::Identity::from_pem(&m.cert, &m.key));
-        let options = etcd_client::ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(2))
-            .with_timeout(Duration::from_secs(3))
-            .with_tls(tls);
-        Ok(Client::connect(endpoints, Some(options)).await?)
+        connect(
+            endpoints,
+            &self.server_name,
+            &m.ca,
+            Some((&m.cert, &m.key)),
+            Duration::from_secs(3),
+        )
+        .await
     }
 }
 
@@ -262,14 +246,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
     .await?;
 
     let clusters: Api<EtcdCluster> = Api::namespaced(h.client.clone(), &h.namespace);
-    clusters
-        .patch(
-            CLUSTER,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "annotations": {
-                "durable-etcd.io/rotate-ca": "e2e-rotation"
-            } } })),
-        )
+    h.annotate_cluster(CLUSTER, "durable-etcd.io/rotate-ca", "e2e-rotation")
         .await?;
     let started = Instant::now();
     let mut steps_seen: Vec<String> = Vec::new();

@@ -346,14 +346,7 @@ async fn renewal_under_writes(h: &Harness, user: &Client, ca: &str) -> TestResul
         })
     };
 
-    clusters
-        .patch(
-            CLUSTER,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "annotations": {
-                "durable-etcd.io/renew-certificates": "e2e-1"
-            } } })),
-        )
+    h.annotate_cluster(CLUSTER, "durable-etcd.io/renew-certificates", "e2e-1")
         .await?;
     wait_for(
         "status.tls.renewedFor to name the request",

@@ -31,7 +31,15 @@ pub struct ClientMaterial {
 
 /// The user client Secret `<cluster>-client-tls` as it is now.
 pub async fn client_material(h: &Harness, cluster: &str) -> TestResult<ClientMaterial> {
-    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.namespace);
+    read_client_material(&Api::namespaced(h.client.clone(), &h.namespace), cluster).await
+}
+
+/// The user client Secret `<cluster>-client-tls` of `secrets`' namespace,
+/// as it is now (for a task that does not hold the [`Harness`]).
+pub async fn read_client_material(
+    secrets: &Api<Secret>,
+    cluster: &str,
+) -> TestResult<ClientMaterial> {
     let secret = secrets.get(&format!("{cluster}-client-tls")).await?;
     let data = secret.data.ok_or("no data in the client Secret")?;
     let text = |key: &str| -> TestResult<String> {
@@ -60,21 +68,41 @@ pub async fn tls_client(
     ca: &str,
     identity: Option<(&str, &str)>,
 ) -> TestResult<Client> {
-    let mut tls = TlsOptions::new()
-        .ca_certificate(Certificate::from_pem(ca))
-        .domain_name(client_service_name(h, cluster));
-    if let Some((cert, key)) = identity {
-        tls = tls.identity(Identity::from_pem(cert, key));
-    }
     let endpoints: Vec<String> = h
         .member_ips(cluster)
         .await?
         .iter()
         .map(|ip| format!("https://{ip}:2379"))
         .collect();
+    connect(
+        endpoints,
+        &client_service_name(h, cluster),
+        ca,
+        identity,
+        Duration::from_secs(5),
+    )
+    .await
+}
+
+/// A client of `endpoints` over TLS checking their certificate against
+/// `server_name` and `ca`, presenting `identity` when given; requests time
+/// out after `timeout`.
+pub async fn connect(
+    endpoints: Vec<String>,
+    server_name: &str,
+    ca: &str,
+    identity: Option<(&str, &str)>,
+    timeout: Duration,
+) -> TestResult<Client> {
+    let mut tls = TlsOptions::new()
+        .ca_certificate(Certificate::from_pem(ca))
+        .domain_name(server_name);
+    if let Some((cert, key)) = identity {
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
     let options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(3))
-        .with_timeout(Duration::from_secs(5))
+        .with_timeout(timeout)
         .with_tls(tls);
     Ok(Client::connect(endpoints, Some(options)).await?)
 }

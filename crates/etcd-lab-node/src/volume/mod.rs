@@ -95,10 +95,7 @@ pub async fn prepare(ctx: &VolumeContext<'_>, pod: &Pod) -> Result<PreparedVolum
                 message: "hostPath volumes are not supported by etcd-lab nodes".into(),
             });
         } else {
-            let set = files::file_volume(ctx, pod, volume).await?;
-            let dir = ctx.pod_dir.join("volumes/files").join(&volume.name);
-            set.write_to(&dir)?;
-            dir
+            write_file_volume(ctx, pod, volume).await?
         };
         if let Some(gid) = fs_group {
             files::apply_fs_group(&path, gid)?;
@@ -120,14 +117,25 @@ pub async fn refresh_files(ctx: &VolumeContext<'_>, pod: &Pod) -> Result<(), Vol
         {
             continue;
         }
-        let set = files::file_volume(ctx, pod, volume).await?;
-        let dir = ctx.pod_dir.join("volumes/files").join(&volume.name);
-        set.write_to(&dir)?;
+        let dir = write_file_volume(ctx, pod, volume).await?;
         if let Some(gid) = fs_group {
             files::apply_fs_group(&dir, gid)?;
         }
     }
     Ok(())
+}
+
+/// Writes a file volume (Secret, ConfigMap, downward API, projected) from
+/// its sources into the pod's directory; returns where.
+async fn write_file_volume(
+    ctx: &VolumeContext<'_>,
+    pod: &Pod,
+    volume: &Volume,
+) -> Result<PathBuf, VolumeError> {
+    let set = files::file_volume(ctx, pod, volume).await?;
+    let dir = ctx.pod_dir.join("volumes/files").join(&volume.name);
+    set.write_to(&dir)?;
+    Ok(dir)
 }
 
 /// The pod's `securityContext.fsGroup`.

@@ -116,6 +116,19 @@ impl Harness {
         Ok(())
     }
 
+    /// Sets annotation `key` of cluster `name` to `value` (a request such
+    /// as `durable-etcd.io/rotate-ca`).
+    pub async fn annotate_cluster(&self, name: &str, key: &str, value: &str) -> TestResult {
+        self.clusters
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": { "annotations": { key: value } } })),
+            )
+            .await?;
+        Ok(())
+    }
+
     /// The status of cluster `name`.
     pub async fn status(&self, name: &str) -> TestResult<EtcdClusterStatus> {
         Ok(self.clusters.get(name).await?.status.unwrap_or_default())

@@ -2,20 +2,11 @@
 //! restarted onto the last, and the warning of a certificate close to
 //! expiry.
 
+use super::rollout::all_on_the_spec;
 use super::sim::{Sim, Volumes};
-use crate::api::pod_revision::template_hash;
 use crate::api::{CertificateStatus, ConditionType};
 use crate::planner::{Action, EventType};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-fn all_on_the_spec(sim: &Sim) -> bool {
-    let desired = template_hash(&sim.spec, sim.tls_revision());
-    sim.pods.len() == usize::try_from(sim.spec.replicas).unwrap_or(0)
-        && sim
-            .pods
-            .values()
-            .all(|p| p.template == desired && p.running)
-}
 
 /// A TLS cluster of `replicas` members, formed, with no rotation pending.
 fn formed_tls(replicas: i32) -> Sim {

@@ -64,7 +64,7 @@ fn until_first_rolled(sim: &mut Sim, start: usize) -> u32 {
     panic!("no member rolled: {:?}", &sim.actions[start..]);
 }
 
-fn all_on_the_spec(sim: &Sim) -> bool {
+pub(super) fn all_on_the_spec(sim: &Sim) -> bool {
     let desired = template_hash(&sim.spec, sim.tls_revision());
     sim.pods.len() == usize::try_from(sim.spec.replicas).unwrap_or(0)
         && sim
