@@ -2,6 +2,8 @@
 //! the ID format of etcd. One place, below everything else, so the planner,
 //! the builders and the reconciler always agree.
 
+use crate::transport::Transport;
+
 /// The default DNS domain of a Kubernetes cluster.
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
 /// etcd's client port.
@@ -55,6 +57,11 @@ pub fn pdb_name(cluster: &str) -> String {
     cluster.to_string()
 }
 
+/// The NetworkPolicy of the members: `<cluster>-members`.
+pub fn network_policy_name(cluster: &str) -> String {
+    format!("{cluster}-members")
+}
+
 /// The ordinal of a member name `<cluster>-<ordinal>`, if it is one.
 pub fn ordinal_of_member(cluster: &str, name: &str) -> Option<u32> {
     let rest = name.strip_prefix(cluster)?.strip_prefix('-')?;
@@ -82,10 +89,9 @@ pub struct MemberAddressing {
     pub namespace: String,
     /// The Kubernetes cluster DNS domain.
     pub cluster_domain: String,
-    /// Whether peer and client traffic use TLS. Every URL goes through
-    /// [`MemberAddressing::scheme`], so moving to TLS is a rolling change
-    /// of URLs, not a rebuild.
-    pub tls: bool,
+    /// What the members serve clients and peers on (the stage of turning
+    /// TLS on, when it is being turned on): every URL follows it.
+    pub transport: Transport,
 }
 
 impl MemberAddressing {
@@ -95,13 +101,8 @@ impl MemberAddressing {
             cluster: cluster.into(),
             namespace: namespace.into(),
             cluster_domain: DEFAULT_CLUSTER_DOMAIN.to_string(),
-            tls: false,
+            transport: Transport::Plaintext,
         }
-    }
-
-    /// `http` or `https`.
-    pub fn scheme(&self) -> &'static str {
-        if self.tls { "https" } else { "http" }
     }
 
     /// Stable DNS name of a member:
@@ -116,22 +117,24 @@ impl MemberAddressing {
         )
     }
 
-    /// The peer URL of a member.
+    /// The peer URL a member is added or bootstrapped with.
     pub fn peer_url(&self, ordinal: u32) -> String {
+        self.transport
+            .new_member_peer_url(&self.member_host(ordinal))
+    }
+
+    /// The client URL of a member that clients use.
+    pub fn client_url(&self, ordinal: u32) -> String {
         format!(
-            "{}://{}:{PEER_PORT}",
-            self.scheme(),
+            "{}://{}:{CLIENT_PORT}",
+            self.transport.client_scheme(),
             self.member_host(ordinal)
         )
     }
 
-    /// The client URL of a member.
-    pub fn client_url(&self, ordinal: u32) -> String {
-        format!(
-            "{}://{}:{CLIENT_PORT}",
-            self.scheme(),
-            self.member_host(ordinal)
-        )
+    /// Every client URL a member advertises.
+    pub fn advertised_client_urls(&self, ordinal: u32) -> Vec<String> {
+        self.transport.client_urls(&self.member_host(ordinal))
     }
 
     /// The `--initial-cluster` value for a set of ordinals.
@@ -187,7 +190,7 @@ mod tests {
         );
         assert_eq!(ordinal_of_peer_url("demo", &a.peer_url(1)), Some(1));
         let tls = MemberAddressing {
-            tls: true,
+            transport: Transport::Tls,
             ..a.clone()
         };
         assert_eq!(

@@ -13,3 +13,4 @@ pub mod reconcile;
 pub mod resources;
 pub mod telemetry;
 pub mod tls;
+pub mod transport;

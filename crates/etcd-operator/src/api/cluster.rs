@@ -87,7 +87,7 @@ use super::{
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = rules::rule("has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)", "spec.bootstrap is set at creation only: it cannot be added, changed or removed later"))]
 #[x_kube(validation = quota_fits_volume())]
-#[x_kube(validation = rules::rule("has(self.tls) == has(oldSelf.tls)", "spec.tls is set at creation only: turning TLS on or off for a running cluster is not supported yet"))]
+#[x_kube(validation = rules::rule("!has(self.tls) || !has(self.tls.disabled) || !self.tls.disabled || (has(oldSelf.tls) && has(oldSelf.tls.disabled) && oldSelf.tls.disabled)", "spec.tls.disabled can only be set when the cluster is created: turning TLS off is not supported"))]
 pub struct EtcdClusterSpec {
     /// Number of voting members, 1 to 9. Odd counts tolerate the most
     /// failures per member; even counts are accepted and reported in status.
@@ -177,8 +177,12 @@ pub struct EtcdClusterSpec {
     #[schemars(with = "BootstrapSpec")]
     pub bootstrap: Option<BootstrapSpec>,
 
-    /// Mutual TLS for clients and peers (`tls: {builtIn: {}}`). Unset:
-    /// plain HTTP without client authentication. Set at creation only.
+    /// Mutual TLS for clients and peers, from the built-in issuer. Unset:
+    /// mutual TLS for a new cluster; a cluster bootstrapped in plaintext
+    /// before TLS was the default stays plaintext until this is set
+    /// (`tls: {builtIn: {}}`), which turns TLS on member by member.
+    /// `tls: {disabled: true}` at creation: plain HTTP without client
+    /// authentication.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "TlsSpec")]
     pub tls: Option<TlsSpec>,
@@ -232,11 +236,6 @@ impl Default for EtcdClusterSpec {
 }
 
 impl EtcdClusterSpec {
-    /// Whether members serve mutual TLS.
-    pub fn tls_enabled(&self) -> bool {
-        self.tls.is_some()
-    }
-
     /// `spec.replicas` as an unsigned count (the schema keeps it in 1..=9).
     pub fn replica_count(&self) -> u32 {
         u32::try_from(self.replicas).unwrap_or(0)

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::EtcdClusterSpec;
 use super::identity::{CLUSTER_LABEL, INSTANCE_LABEL, MANAGED_BY_LABEL, NAME_LABEL, ORDINAL_LABEL};
+use super::{EtcdClusterSpec, TlsSpec};
+use crate::transport::Transport;
 
 /// The Pod annotation that records which labels and annotations of
 /// `spec.pod` were applied to the Pod, so that a key removed from the spec
@@ -85,7 +86,11 @@ const POD_SHAPE: u32 = 2;
 /// `tls_revision`, what its members must have loaded (the CAs they trust
 /// and the one their certificates come from), so each step of a CA
 /// rotation restarts them; a renewed leaf does not change it.
-pub fn template_hash(spec: &EtcdClusterSpec, tls_revision: Option<&str>) -> String {
+pub fn template_hash(
+    spec: &EtcdClusterSpec,
+    transport: Transport,
+    tls_revision: Option<&str>,
+) -> String {
     let mut pod = spec.pod.clone();
     pod.labels.clear();
     pod.annotations.clear();
@@ -100,12 +105,19 @@ pub fn template_hash(spec: &EtcdClusterSpec, tls_revision: Option<&str>) -> Stri
         "pod": pod,
     });
     // TLS changes the Pods (URLs, flags, mounts); a plaintext cluster's
-    // hash is what it was before TLS existed, so nothing rolls for it.
-    if let (Some(tls), Some(inputs)) = (&spec.tls, inputs.as_object_mut()) {
-        inputs.insert(
-            "tls".to_string(),
-            serde_json::json!({ "spec": tls, "revision": tls_revision }),
-        );
+    // hash is what it was before TLS existed, so nothing rolls for it, and
+    // a TLS cluster's is what it was before the stages of turning TLS on
+    // existed (`disabled` never reaches a Pod: TLS is not turned off).
+    if let (true, Some(inputs)) = (transport.serves_tls(), inputs.as_object_mut()) {
+        let tls = TlsSpec {
+            disabled: false,
+            ..spec.tls.clone().unwrap_or_default()
+        };
+        let mut tls = serde_json::json!({ "spec": tls, "revision": tls_revision });
+        if let (true, Some(tls)) = (transport.is_turning_tls_on(), tls.as_object_mut()) {
+            tls.insert("stage".to_string(), serde_json::json!(transport));
+        }
+        inputs.insert("tls".to_string(), tls);
     }
     // serde_json writes struct fields in declaration order and maps in key
     // order: the same spec always gives the same bytes.
@@ -137,9 +149,13 @@ mod tests {
     #[test]
     fn the_hash_follows_every_field_that_reaches_the_pod_and_no_other() {
         let base = EtcdClusterSpec::default();
-        let hash = template_hash(&base, None);
+        let hash = template_hash(&base, Transport::Plaintext, None);
         assert_eq!(hash.len(), 16);
-        assert_eq!(hash, template_hash(&base.clone(), None), "deterministic");
+        assert_eq!(
+            hash,
+            template_hash(&base.clone(), Transport::Plaintext, None),
+            "deterministic"
+        );
 
         let mut version = base.clone();
         version.version = "3.7.3".to_string();
@@ -150,7 +166,7 @@ mod tests {
         let mut image = base.clone();
         image.image = Some("mirror.example/etcd:3.6.16-0".to_string());
         for changed in [&version, &tuning, &pod, &image] {
-            assert_ne!(template_hash(changed, None), hash);
+            assert_ne!(template_hash(changed, Transport::Plaintext, None), hash);
         }
 
         let mut replicas = base.clone();
@@ -165,7 +181,7 @@ mod tests {
         replicas.replicas = 5;
         replicas.paused = true;
         replicas.maintenance.defrag.schedule = Some("@daily".to_string());
-        assert_eq!(template_hash(&replicas, None), hash);
+        assert_eq!(template_hash(&replicas, Transport::Plaintext, None), hash);
     }
 
     #[test]
@@ -177,37 +193,52 @@ mod tests {
         };
         let derived = EtcdClusterSpec::default();
         assert_ne!(
-            template_hash(&grown(derived.clone()), None),
-            template_hash(&derived, None)
+            template_hash(&grown(derived.clone()), Transport::Plaintext, None),
+            template_hash(&derived, Transport::Plaintext, None)
         );
         let mut explicit = EtcdClusterSpec::default();
         explicit.etcd.quota_backend_bytes = 256 << 20;
         assert_eq!(
-            template_hash(&grown(explicit.clone()), None),
-            template_hash(&explicit, None)
+            template_hash(&grown(explicit.clone()), Transport::Plaintext, None),
+            template_hash(&explicit, Transport::Plaintext, None)
         );
     }
 
     #[test]
-    fn the_tls_revision_counts_for_a_tls_cluster_only() {
+    fn the_tls_revision_and_stage_count_for_a_tls_cluster_only() {
         let plain = EtcdClusterSpec::default();
+        let hash = |spec: &EtcdClusterSpec, stage, revision| template_hash(spec, stage, revision);
         assert_eq!(
-            template_hash(&plain, Some("r1")),
-            template_hash(&plain, None),
+            hash(&plain, Transport::Plaintext, Some("r1")),
+            hash(&plain, Transport::Plaintext, None),
             "a plaintext cluster has no TLS revision"
         );
-        let tls = EtcdClusterSpec {
+        let explicit = EtcdClusterSpec {
             tls: Some(crate::api::TlsSpec::default()),
             ..EtcdClusterSpec::default()
         };
-        assert_ne!(template_hash(&tls, None), template_hash(&plain, None));
-        assert_ne!(
-            template_hash(&tls, Some("r1")),
-            template_hash(&tls, Some("r2"))
-        );
-        assert_eq!(
-            template_hash(&tls, Some("r1")),
-            template_hash(&tls, Some("r1"))
-        );
+        let disabled = EtcdClusterSpec {
+            tls: Some(crate::api::TlsSpec {
+                disabled: true,
+                ..crate::api::TlsSpec::default()
+            }),
+            ..EtcdClusterSpec::default()
+        };
+        // TLS by default, asked for, or kept on against `disabled`: the
+        // same Pods, so the same hash.
+        let tls = hash(&explicit, Transport::Tls, Some("r1"));
+        assert_eq!(hash(&plain, Transport::Tls, Some("r1")), tls);
+        assert_eq!(hash(&disabled, Transport::Tls, Some("r1")), tls);
+        assert_ne!(tls, hash(&plain, Transport::Plaintext, Some("r1")));
+        assert_ne!(tls, hash(&explicit, Transport::Tls, Some("r2")));
+        let stages = [
+            Transport::Plaintext,
+            Transport::BridgingPeers,
+            Transport::ReturningPeers,
+            Transport::Tls,
+        ]
+        .map(|stage| hash(&explicit, stage, Some("r1")));
+        let distinct: std::collections::BTreeSet<_> = stages.iter().collect();
+        assert_eq!(distinct.len(), stages.len(), "each stage rolls the members");
     }
 }

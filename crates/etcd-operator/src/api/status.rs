@@ -110,6 +110,13 @@ pub struct EtcdClusterStatus {
     /// when each expires, the last renewal asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsStatus>,
+
+    /// What the members serve clients and peers on: `Plaintext`, `Tls`, or
+    /// while TLS is turned on for a running plaintext cluster
+    /// `BridgingPeers` then `ReturningPeers` (clients may use either plain
+    /// HTTP or TLS during both; plain HTTP stops at `Tls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<crate::transport::Transport>,
 }
 
 /// The certificates of a TLS cluster, as their Secrets hold them.

@@ -35,8 +35,13 @@ pub const CA_ROTATED_FOR_ANNOTATION: &str = "durable-etcd.io/ca-rotated-for";
 /// both and asks every client and peer for a certificate signed by the
 /// cluster's CA (`--client-cert-auth`, `--peer-client-cert-auth`); the
 /// metrics port (2381: `/metrics`, `/livez`, `/readyz`) stays plain HTTP
-/// for probes and scrapers and serves no key. Set at creation only for
-/// now.
+/// for probes and scrapers and serves no key.
+///
+/// A cluster without `spec.tls` gets mutual TLS from the built-in issuer
+/// when it is created; one that was bootstrapped in plaintext before TLS
+/// was the default stays plaintext until `spec.tls` is set, which turns
+/// TLS on as a rolling change (see `status.transport`). TLS is never
+/// turned off.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TlsSpec {
@@ -46,6 +51,13 @@ pub struct TlsSpec {
     /// of the operator and of users (`<cluster>-client-tls`).
     #[serde(default)]
     pub built_in: BuiltInIssuer,
+    /// Plain HTTP for clients and peers, with no authentication: anyone
+    /// who reaches the ports reads and writes every key. For a cluster
+    /// whose network is secured otherwise. Only a cluster created with it
+    /// (or bootstrapped in plaintext) stays plaintext: it cannot be set on
+    /// a cluster that serves TLS.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
 }
 
 /// The built-in issuer. Certificates are ECDSA P-256; leaves live 90 days

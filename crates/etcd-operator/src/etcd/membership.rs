@@ -90,6 +90,27 @@ impl EtcdAdmin {
         Ok(response.members().iter().map(to_member).collect())
     }
 
+    /// Changes a member's peer URLs (every member must already listen on
+    /// the new ones: the others dial them at once).
+    pub async fn update_peer_urls(
+        &self,
+        id: MemberId,
+        urls: &[String],
+    ) -> Result<Vec<Member>, EtcdError> {
+        let urls = urls.to_vec();
+        let response = self
+            .change_membership(
+                "update member",
+                RequestSubject::Member(id),
+                move |mut client| {
+                    let urls = urls.clone();
+                    async move { client.member_update(id, urls).await }
+                },
+            )
+            .await?;
+        Ok(response.members().iter().map(to_member).collect())
+    }
+
     async fn change_membership<T, F, Fut>(
         &self,
         operation: &'static str,

@@ -43,6 +43,8 @@ pub enum ActionKind {
     DisarmNoSpace,
     /// One step of a CA rotation taken (the members then restart onto it).
     RotateCa,
+    /// One member's peer URL changed in etcd while TLS is turned on.
+    UpdatePeerUrl,
 }
 
 /// What a kind of action publishes when it is taken.
@@ -74,7 +76,7 @@ pub struct ActionRow {
 
 impl ActionKind {
     /// Every kind, in the order of the table.
-    pub const ALL: [ActionKind; 29] = [
+    pub const ALL: [ActionKind; 30] = [
         Self::CreatePeerService,
         Self::CreateClientService,
         Self::ApplyPodDisruptionBudget,
@@ -104,6 +106,7 @@ impl ActionKind {
         Self::CompactHistory,
         Self::DisarmNoSpace,
         Self::RotateCa,
+        Self::UpdatePeerUrl,
     ];
 
     /// The table: the one place that names a kind of action and says what
@@ -159,6 +162,7 @@ impl ActionKind {
             Self::CompactHistory => ("CompactHistory", "HistoryCompacted", Warning, false),
             Self::DisarmNoSpace => ("DisarmNoSpace", "NoSpaceDisarmed", Normal, false),
             Self::RotateCa => ("RotateCa", "CaRotationStepTaken", Normal, false),
+            Self::UpdatePeerUrl => ("UpdatePeerUrl", "PeerUrlUpdated", Normal, true),
         };
         ActionRow {
             name,
@@ -466,6 +470,17 @@ pub enum Action {
         /// The request (annotation value) it carries out.
         request: String,
     },
+    /// Change a member's peer URL in etcd (every member listens on both).
+    UpdatePeerUrl {
+        /// Its member ID.
+        id: MemberId,
+        /// Its name (its ID in hex when it has none).
+        name: String,
+        /// Its peer URLs now.
+        from: Vec<String>,
+        /// Its peer URL after.
+        to: String,
+    },
 }
 
 impl Action {
@@ -501,6 +516,7 @@ impl Action {
             Self::CompactHistory { .. } => ActionKind::CompactHistory,
             Self::DisarmNoSpace { .. } => ActionKind::DisarmNoSpace,
             Self::RotateCa { .. } => ActionKind::RotateCa,
+            Self::UpdatePeerUrl { .. } => ActionKind::UpdatePeerUrl,
         }
     }
 
@@ -667,6 +683,10 @@ impl Action {
             Self::RotateCa { step, request } => {
                 format!("CA rotation {request:?}: {}", step.describe())
             }
+            Self::UpdatePeerUrl { name, from, to, .. } => format!(
+                "turning TLS on: changing the peer URL of {name} from {} to {to}",
+                from.join(",")
+            ),
             Self::DisarmNoSpace { members } => format!(
                 "disarming NOSPACE ({}): the space is back and writes are taken again",
                 members

@@ -38,8 +38,10 @@ pub fn decide(cx: &Context<'_>) -> Step {
         super::expansion::expand_volumes,
         super::rollout::update_pod_metadata,
         super::rollout::roll_members,
+        super::transport::move_peer_urls,
         super::certificates::rotate_ca,
         super::maintenance::defragment,
+        super::transport::refused,
     ]
     .iter()
     .find_map(|step| step(cx))

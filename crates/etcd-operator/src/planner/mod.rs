@@ -26,6 +26,7 @@ mod rollout;
 mod status;
 mod step;
 mod survivor;
+mod transport;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -37,8 +38,8 @@ pub use context::first_token_of;
 pub use membership::{HEALTH_STABILITY, quorum};
 pub use observed::{
     Children, GuardRefusal, NodeState, Observed, OrdinalObjects, PodPhase, PodState, PvcPhase,
-    PvcState, RestorePodState, ScheduleSummary, TemplateMetadata, TlsObservation, VolumeKind,
-    VolumeSpace,
+    PvcState, RestorePodState, ScheduleSummary, TemplateMetadata, TlsObservation, TransportObservation,
+    VolumeKind, VolumeSpace,
 };
 pub use release::{Release, ReleaseStep};
 pub use rollout::{Progress, ROLLOUT_STALL};

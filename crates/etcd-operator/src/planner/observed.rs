@@ -57,6 +57,29 @@ pub struct Observed {
     /// The certificates and CAs of a TLS cluster (`None` for a plaintext
     /// cluster).
     pub tls: Option<TlsObservation>,
+    /// What the members serve clients and peers on.
+    pub transport: TransportObservation,
+}
+
+/// The stage of transport the members must run (see [`crate::transport`])
+/// and why the spec is not followed, if it is not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransportObservation {
+    /// The stage every member Pod must run: from the member list's peer
+    /// URLs, or the one recorded when the list was not read.
+    pub stage: crate::transport::Transport,
+    /// Why `spec.tls` is not followed (TLS is never turned off).
+    pub refused: Option<String>,
+}
+
+impl TransportObservation {
+    /// Plain HTTP, as the spec asks.
+    pub fn plaintext() -> Self {
+        Self {
+            stage: crate::transport::Transport::Plaintext,
+            refused: None,
+        }
+    }
 }
 
 /// What a pass knows of a TLS cluster's certificates.

@@ -291,6 +291,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         maintenance: super::maintenance::status(cx, step),
         backup: super::backup_health::summary(cx),
         tls: o.tls.as_ref().map(|t| super::certificates::status(cx, t)),
+        transport: Some(o.transport.stage),
     }
 }
 
@@ -534,6 +535,9 @@ fn progress(cx: &Context<'_>, step: &Step) -> (bool, &'static str, String) {
         ) => (true, "Maintenance", action.describe(&cx.o.name)),
         Step::Act(action @ crate::planner::Action::RotateCa { .. }) => {
             (true, "RotatingCa", action.describe(&cx.o.name))
+        }
+        Step::Act(action @ crate::planner::Action::UpdatePeerUrl { .. }) => {
+            (true, "TurningTlsOn", action.describe(&cx.o.name))
         }
         Step::Act(action) => (true, "ActionIssued", action.describe(&cx.o.name)),
         Step::Wait(Waiting::Bootstrapping) => (

@@ -95,6 +95,15 @@ pub enum Step {
         /// etcd member ID.
         id: MemberId,
     },
+    /// Change a member's peer URLs in etcd's membership.
+    UpdatePeerUrls {
+        /// Member name (for messages).
+        name: String,
+        /// etcd member ID.
+        id: MemberId,
+        /// Its new peer URLs.
+        urls: Vec<String>,
+    },
     /// Remove a member from etcd's membership.
     RemoveMember {
         /// Member name (for messages).
@@ -248,6 +257,11 @@ pub async fn execute(
                 .await?;
             Ok(note(step))
         }
+        Step::UpdatePeerUrls { id, urls, .. } => {
+            etcd.call("update member", async |a| a.update_peer_urls(*id, urls).await)
+                .await?;
+            Ok(note(step))
+        }
         Step::ResetPvcIdentity { name, token } => {
             let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
             let patch = serde_json::json!({ "metadata": { "annotations": {
@@ -380,6 +394,9 @@ pub fn note(step: &Step) -> String {
         }
         Step::PromoteLearner { name, id } => {
             format!("promoted learner {name} ({}) to voter", format_id(*id))
+        }
+        Step::UpdatePeerUrls { name, urls, .. } => {
+            format!("changed the peer URLs of {name} to {}", urls.join(","))
         }
         Step::RemoveMember { name, id } => format!(
             "removed member {name} ({}) from the cluster",

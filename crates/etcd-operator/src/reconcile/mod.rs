@@ -7,6 +7,8 @@
 //! - `plan`: the seam to the pure planner;
 //! - `act`: the one step, by server-side apply, deletion or etcd call;
 //! - `status`: the status write, skipped when nothing changed;
+//! - `transport`: the transport stage a cluster runs, read before a pass
+//!   connects;
 //! - [`volume_usage`]: the read of a member's volume usage from its Pod's
 //!   sidecar.
 //!
@@ -28,6 +30,7 @@ mod pipeline;
 mod plan;
 pub(crate) mod status;
 pub(crate) mod tls_material;
+pub(crate) mod transport;
 pub mod volume_usage;
 
 pub use act::{Child, Step};

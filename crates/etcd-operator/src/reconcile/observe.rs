@@ -64,6 +64,9 @@ pub struct Snapshot {
     /// The certificates of a TLS cluster (set by the pass, which keeps them
     /// before it observes).
     pub tls: Option<crate::planner::TlsObservation>,
+    /// The transport stage the members run and what the spec asks (set by
+    /// the pass, which reads it before it connects).
+    pub transport: super::transport::TransportFacts,
 }
 
 impl Snapshot {
@@ -248,6 +251,7 @@ pub async fn observe(
         volume_usage,
         backup_schedules: backup_schedules?,
         tls: None,
+        transport: super::transport::TransportFacts::default(),
         pods,
         pvcs,
         unowned,

@@ -26,6 +26,7 @@ use super::observe;
 use super::plan::{self, PassPlan, PlanEvent};
 use super::status;
 use super::tls_material;
+use super::transport;
 use crate::api::{EtcdCluster, LastOperation, OperationState};
 use crate::controller_kit::{events, unreadable};
 use crate::etcd::ConnectSettings;
@@ -82,13 +83,25 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
         return Ok(Action::await_change());
     }
 
-    let tls = tls_material::ensure(&ctx.client, &cluster, &ctx.config.cluster_domain).await?;
+    let transport = transport::facts(&ctx.client, &cluster).await?;
+    let tls = tls_material::ensure(
+        &ctx.client,
+        &cluster,
+        &ctx.config.cluster_domain,
+        transport.intent.tls,
+    )
+    .await?;
+    // Clients use TLS once every member serves it; plain HTTP before.
     let etcd_settings = ConnectSettings {
-        tls: tls.as_ref().map(|material| material.client.clone()),
+        tls: tls
+            .as_ref()
+            .filter(|_| transport.running.clients_use_tls())
+            .map(|material| material.client.clone()),
         ..ctx.config.etcd.clone()
     };
     let mut snapshot = observe::observe(&ctx.client, &cluster, etcd_settings.clone()).await?;
     snapshot.tls = tls.map(|material| material.observation);
+    snapshot.transport = transport;
     if let Some(tls) = &snapshot.tls {
         ctx.metrics
             .set_certificates(&namespace, &name, &certificate_expiry(&name, &tls.status));

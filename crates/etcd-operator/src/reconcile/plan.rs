@@ -147,6 +147,10 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
         volume_usage: snapshot.volume_usage.clone(),
         backup_schedules: snapshot.backup_schedules.clone(),
         tls: snapshot.tls.clone(),
+        transport: crate::planner::TransportObservation {
+            stage: snapshot.transport.desired(&snapshot.etcd),
+            refused: snapshot.transport.intent.refused.clone(),
+        },
         volume_expansion_allowed: snapshot
             .storage
             .class
@@ -214,7 +218,7 @@ fn to_step(
     let name = cluster.name_any();
     let addressing = MemberAddressing {
         cluster_domain: settings.cluster_domain.clone(),
-        tls: cluster.spec.tls_enabled(),
+        transport: snapshot.transport.desired(&snapshot.etcd),
         ..MemberAddressing::new(name.clone(), cluster.namespace().unwrap_or_default())
     };
     let member = |ordinal: u32| member_name(&name, ordinal);
@@ -328,6 +332,11 @@ fn to_step(
         },
         Action::CompactHistory { revision } => Step::Compact {
             revision: *revision,
+        },
+        Action::UpdatePeerUrl { id, name, to, .. } => Step::UpdatePeerUrls {
+            name: name.clone(),
+            id: *id,
+            urls: vec![to.clone()],
         },
         Action::RotateCa { step, request } => Step::RotateCa {
             cluster: cluster.name_any(),

@@ -95,13 +95,14 @@ pub struct TlsMaterial {
 
 /// Makes the certificates of `cluster` exist and current; returns the
 /// operator's client TLS and what the planner and status need, or `None`
-/// for a plaintext cluster.
+/// unless the members are to serve TLS (`tls`).
 pub async fn ensure(
     client: &Client,
     cluster: &EtcdCluster,
     cluster_domain: &str,
+    tls: bool,
 ) -> Result<Option<TlsMaterial>, TlsMaterialError> {
-    if !cluster.spec.tls_enabled() {
+    if !tls {
         return Ok(None);
     }
     let addressing = tls_addressing(cluster, cluster_domain);
@@ -215,7 +216,7 @@ async fn annotate(
 fn tls_addressing(cluster: &EtcdCluster, cluster_domain: &str) -> MemberAddressing {
     MemberAddressing {
         cluster_domain: cluster_domain.to_string(),
-        tls: true,
+        transport: crate::transport::Transport::Tls,
         ..MemberAddressing::new(cluster.name_any(), cluster.namespace().unwrap_or_default())
     }
 }
@@ -521,7 +522,7 @@ pub async fn read_operator_tls(
     cluster: &EtcdCluster,
     cluster_domain: &str,
 ) -> Result<Option<Arc<ClientTls>>, TlsMaterialError> {
-    if !cluster.spec.tls_enabled() {
+    if !crate::transport::recorded(cluster).clients_use_tls() {
         return Ok(None);
     }
     let addressing = tls_addressing(cluster, cluster_domain);

@@ -178,18 +178,21 @@ pub fn etcd_args(
     bootstrap: &Bootstrap,
 ) -> Vec<String> {
     let tuning = &cluster.spec.etcd;
-    let scheme = addressing.scheme();
+    let transport = addressing.transport;
     let mut args = vec![
         format!("--name={}", member_name(&addressing.cluster, ordinal)),
         format!("--data-dir={DATA_DIR}"),
-        format!("--listen-peer-urls={scheme}://0.0.0.0:{PEER_PORT}"),
-        format!("--listen-client-urls={scheme}://0.0.0.0:{CLIENT_PORT}"),
+        format!("--listen-peer-urls={}", transport.listen_peer_urls()),
+        format!("--listen-client-urls={}", transport.listen_client_urls()),
         format!("--listen-metrics-urls=http://0.0.0.0:{METRICS_PORT}"),
         format!(
             "--initial-advertise-peer-urls={}",
             addressing.peer_url(ordinal)
         ),
-        format!("--advertise-client-urls={}", addressing.client_url(ordinal)),
+        format!(
+            "--advertise-client-urls={}",
+            addressing.advertised_client_urls(ordinal).join(",")
+        ),
         format!(
             "--initial-cluster={}",
             addressing.initial_cluster(bootstrap.initial_members())
@@ -223,7 +226,7 @@ pub fn etcd_args(
         // NOT_SERVING, so clients that check it go to another member.
         "--feature-gates=StopGRPCServiceOnDefrag=true".to_string(),
     ];
-    if addressing.tls {
+    if transport.serves_tls() {
         args.extend(super::tls::etcd_tls_flags(&addressing.cluster));
     }
     args
@@ -403,7 +406,11 @@ pub fn member_pod_with(
     let mut pod_annotations = template.annotations.clone();
     pod_annotations.insert(
         TEMPLATE_HASH_ANNOTATION.to_string(),
-        template_hash(&cluster.spec, facts.tls_revision.as_deref()),
+        template_hash(
+            &cluster.spec,
+            addressing.transport,
+            facts.tls_revision.as_deref(),
+        ),
     );
     pod_annotations.insert(
         TEMPLATE_METADATA_ANNOTATION.to_string(),
@@ -480,7 +487,7 @@ pub fn member_pod_with(
         liveness_probe: Some(http_probe("/livez", 10, 6)),
         readiness_probe: Some(http_probe("/readyz", 5, 3)),
         resources: template.resources.clone(),
-        volume_mounts: Some(etcd_mounts(data_mount, guard_mount, addressing.tls)),
+        volume_mounts: Some(etcd_mounts(data_mount, guard_mount, addressing.transport.serves_tls())),
         security_context: Some(container_security),
         ..Container::default()
     };
@@ -492,7 +499,7 @@ pub fn member_pod_with(
             ..Volume::default()
         },
     ];
-    if addressing.tls {
+    if addressing.transport.serves_tls() {
         volumes.extend(tls_volumes(&name));
     }
     let replicas = u32::try_from(cluster.spec.replicas).unwrap_or(0);

@@ -252,7 +252,7 @@ mod tests {
 
     fn addressing() -> MemberAddressing {
         MemberAddressing {
-            tls: true,
+            transport: crate::transport::Transport::Tls,
             ..MemberAddressing::new("demo", "prod")
         }
     }

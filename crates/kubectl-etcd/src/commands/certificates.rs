@@ -17,10 +17,10 @@ pub enum Request {
 
 pub async fn run(target: &Target, name: &str, request: Request) -> Result<(), Failure> {
     let cluster = get_cluster(target, name).await?;
-    if !cluster.spec.tls_enabled() {
+    if !etcd_operator::transport::recorded(&cluster).serves_tls() {
         return Err(Failure::new(
-            format!("{name} does not use TLS (spec.tls is unset): it has no certificates"),
-            "TLS is set at creation only: create a cluster with `spec.tls: {builtIn: {}}` (docs/security.md)",
+            format!("{name} serves plain HTTP: it has no certificates"),
+            "turn TLS on first: set `spec.tls: {builtIn: {}}` and wait for status.transport to read Tls (docs/security.md)",
         ));
     }
     let annotation = match request {

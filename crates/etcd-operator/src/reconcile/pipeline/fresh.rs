@@ -87,6 +87,8 @@ pub fn is_disruptive(step: &Step, cluster: &str) -> bool {
         | Step::RestoreLabels { .. }
         | Step::AddLearner { .. }
         | Step::PromoteLearner { .. }
+        // Every member already listens on the new URL.
+        | Step::UpdatePeerUrls { .. }
         | Step::AdvanceRaftLog { .. }
         | Step::MoveLeader { .. }
         | Step::CancelDowngrade
