@@ -2,8 +2,9 @@
 # Builds the pinned upstream binaries that etcd-lab runs (kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, and etcd/etcdctl/etcdutl
 # for each etcd minor line) from the official Go modules under tools/, the
-# object-store servers of the backup tests (tools/s3-server, tools/gcs-server)
-# and, with npm, Azurite (tools/azurite/install.sh).
+# object-store servers of the backup tests (tools/s3-server, tools/gcs-server),
+# promtool for the alert rules' checks (tools/prometheus) and, with npm,
+# Azurite (tools/azurite/install.sh).
 #
 # Output goes to "$ETCD_LAB_CACHE/upstream/<module>-<pin hash>/", outside the
 # repository (default ETCD_LAB_CACHE=$HOME/.cache/etcd-lab), so a clean clone
@@ -91,6 +92,14 @@ build_set "$here/s3-server" "-s -w" etcd-operator.local/tools/s3-server
 # A GCS server for the backup tests (fake-gcs-server in a small main that
 # adds the XML API writes it lacks); see docs/backup.md.
 build_set "$here/gcs-server" "-s -w" etcd-operator.local/tools/gcs-server
+
+# promtool, which checks and unit-tests the alert rules of deploy/monitoring.
+# Prometheus 3 publishes release 3.N.P as the Go module version v0.3NN.P.
+prom_module="$(awk '$1=="github.com/prometheus/prometheus" {print $2}' "$here/prometheus/go.mod")"
+prom_version="$(echo "$prom_module" | awk -F. '{printf "%d.%d.%s", int($2 / 100), $2 % 100, $3}')"
+build_set "$here/prometheus" \
+	"-s -w -X github.com/prometheus/common/version.Version=$prom_version -X github.com/prometheus/common/version.Branch=HEAD" \
+	github.com/prometheus/prometheus/cmd/promtool
 
 # Azurite, the Azure Storage emulator, from npm (package-lock.json pinned).
 "$here/azurite/install.sh"
