@@ -1,6 +1,6 @@
 //! Configuration of the `etcd-lab services` process.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use etcd_lab_common::IoContext;
@@ -34,6 +34,11 @@ pub struct ServicesConfig {
     /// server); the proxy only programs ClusterIPs inside it.
     #[serde(default = "default_service_cidr")]
     pub service_cidr: String,
+    /// The lab host's address on the lab network (the API server's
+    /// advertise address): NetworkPolicies do not judge its traffic, as a
+    /// network plugin lets a node's own traffic through.
+    #[serde(default = "default_lab_host_ip")]
+    pub lab_host_ip: Ipv4Addr,
 }
 
 fn default_dns_listen() -> SocketAddr {
@@ -52,6 +57,10 @@ fn default_service_cidr() -> String {
     "10.96.0.0/16".to_owned()
 }
 
+fn default_lab_host_ip() -> Ipv4Addr {
+    Ipv4Addr::new(10, 244, 0, 1)
+}
+
 impl ServicesConfig {
     /// A configuration with the lab's defaults for everything but the paths.
     pub fn new(kubeconfig: impl Into<PathBuf>, lab_dir: impl Into<PathBuf>) -> Self {
@@ -62,6 +71,7 @@ impl ServicesConfig {
             cluster_domain: default_cluster_domain(),
             router_netns: default_router_netns(),
             service_cidr: default_service_cidr(),
+            lab_host_ip: default_lab_host_ip(),
         }
     }
 

@@ -47,6 +47,25 @@ pub fn setup_router() -> Result<(), NetworkError> {
             "net.ipv4.ip_forward=1",
         ],
     )?;
+    // Frames between two namespaces on one node's bridge pass the router's
+    // IPv4 hooks too (br_netfilter), so NetworkPolicy enforcement and
+    // partitions see them as they see routed traffic.
+    run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            ROUTER_NETNS,
+            "sysctl",
+            "-q",
+            "-w",
+            "net.bridge.bridge-nf-call-iptables=1",
+        ],
+    )
+    .map_err(|e| NetworkError::Command {
+        command: "sysctl net.bridge.bridge-nf-call-iptables=1 in the router".to_owned(),
+        stderr: format!("{e} (the kernel needs br_netfilter for NetworkPolicy enforcement)"),
+    })?;
     ip(&[
         "link",
         "add",

@@ -38,7 +38,12 @@ impl FromStr for Ipv4Cidr {
         if prefix > 32 {
             return Err(invalid());
         }
-        Ok(Self { network, prefix })
+        let cidr = Self { network, prefix };
+        // `10.1.2.3/8` is the network 10.0.0.0/8, as Kubernetes reads it.
+        Ok(Self {
+            network: Ipv4Addr::from(u32::from(network) & cidr.mask()),
+            prefix,
+        })
     }
 }
 
@@ -60,5 +65,9 @@ mod tests {
         assert!(!cidr.contains(Ipv4Addr::new(10, 97, 0, 1)));
         assert!("10.96.0.0/33".parse::<Ipv4Cidr>().is_err());
         assert!("10.96.0.0".parse::<Ipv4Cidr>().is_err());
+        assert_eq!(
+            "10.1.2.3/8".parse::<Ipv4Cidr>().unwrap().to_string(),
+            "10.0.0.0/8"
+        );
     }
 }
