@@ -8,8 +8,9 @@ use kube::{CustomResource, KubeSchema, core::Duration};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BootstrapSpec, EtcdClusterStatus, EtcdTuning, MaintenanceSpec, MemberPodTemplate, RecoverySpec,
-    StorageSpec, TlsSpec, pod_rules, quantity, rules, tuning, version,
+    BootstrapSpec, EtcdClusterStatus, EtcdTuning, MaintenanceSpec, MemberPodTemplate,
+    NetworkPolicySpec, RecoverySpec, StorageSpec, TlsSpec, pod_rules, quantity, rules, tuning,
+    version,
 };
 
 /// Desired state of a durable etcd cluster.
@@ -186,6 +187,11 @@ pub struct EtcdClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "TlsSpec")]
     pub tls: Option<TlsSpec>,
+
+    /// Who may reach the members' ports: a NetworkPolicy the operator
+    /// keeps (on by default).
+    #[serde(default)]
+    pub network_policy: NetworkPolicySpec,
 }
 
 /// An explicit `etcd.quotaBackendBytes` must leave the volume room for a
@@ -231,6 +237,7 @@ impl Default for EtcdClusterSpec {
             recovery: RecoverySpec::default(),
             bootstrap: None,
             tls: None,
+            network_policy: NetworkPolicySpec::default(),
         }
     }
 }

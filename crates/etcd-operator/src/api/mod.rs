@@ -13,6 +13,7 @@ mod cluster;
 mod crd;
 pub mod identity;
 mod maintenance;
+mod network_policy;
 pub mod pod_revision;
 mod pod_rules;
 mod pod_template;
@@ -38,6 +39,7 @@ pub use bootstrap::{BackupSource, BootstrapSpec};
 pub use cluster::{EtcdCluster, EtcdClusterSpec};
 pub use crd::{CrdError, crd, crd_yaml, crds, crds_yaml};
 pub use maintenance::{DefragSpec, MaintenanceSpec};
+pub use network_policy::NetworkPolicySpec;
 pub use pod_template::MemberPodTemplate;
 pub use recovery::{RecoveryPolicy, RecoverySource, RecoverySpec};
 pub use status::{

@@ -1,8 +1,10 @@
 //! Pure builders of the Kubernetes objects of a cluster: Services, PVCs,
-//! member Pods and the PodDisruptionBudget. No I/O: spec in, objects out.
+//! member Pods, the PodDisruptionBudget and the NetworkPolicy. No I/O: spec
+//! in, objects out.
 
 pub mod backup_store;
 mod labels;
+pub mod network_policy;
 mod objects;
 pub mod restore;
 pub mod scheduling;
