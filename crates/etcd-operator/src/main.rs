@@ -186,6 +186,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         client.clone(),
         args.namespace.clone(),
         store_settings,
+        metrics.clone(),
     );
     let controller = async {
         let (result, ()) = tokio::join!(

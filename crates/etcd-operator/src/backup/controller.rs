@@ -41,6 +41,7 @@ use super::volume_store::VolumeStoreSettings;
 use crate::api::{EtcdBackup, EtcdBackupSchedule, EtcdBackupScheduleStatus, EtcdBackupStatus};
 use crate::controller_kit::unreadable::{self, Unreadable};
 use crate::controller_kit::{Category, StatusError, StatusWriter, WithConditions, scope};
+use crate::telemetry::Metrics;
 
 pub use one_shot::plan::MAX_ATTEMPTS;
 pub use scheduled::plan::BACKUP_READY;
@@ -95,10 +96,17 @@ struct Context {
     incremental: Supervisor,
     /// What the stores of `persistentVolumeClaim` destinations run.
     store_settings: VolumeStoreSettings,
+    /// The operator's metrics: each schedule's backup figures.
+    metrics: Metrics,
 }
 
 /// Runs both backup controllers until SIGTERM/SIGINT.
-pub async fn run(client: Client, namespace: Option<String>, store_settings: VolumeStoreSettings) {
+pub async fn run(
+    client: Client,
+    namespace: Option<String>,
+    store_settings: VolumeStoreSettings,
+    metrics: Metrics,
+) {
     let context = Arc::new(Context {
         recorder: Recorder::new(
             client.clone(),
@@ -111,6 +119,7 @@ pub async fn run(client: Client, namespace: Option<String>, store_settings: Volu
         options: SnapshotOptions::default(),
         incremental: Supervisor::default(),
         store_settings,
+        metrics,
     });
     let backup_resource = ApiResource::erase::<EtcdBackup>(&());
     let backups = Controller::new_with(

@@ -1,7 +1,9 @@
 //! Prometheus metrics of the operator (prefix `etcd_operator_`).
 //!
 //! Labels stay bounded: per-cluster series are removed when the cluster is
-//! deleted ([`Metrics::forget_cluster`]).
+//! deleted ([`Metrics::forget_cluster`]), per-schedule series when the
+//! schedule is ([`Metrics::retain_backup_schedules`]). Every metric is
+//! described in `docs/metrics.md`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -44,6 +46,18 @@ struct CertificateLabels {
 type PublishedCertificates = BTreeMap<(String, String), Vec<String>>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScheduleLabels {
+    namespace: String,
+    cluster: String,
+    schedule: String,
+}
+
+/// The labels each backup schedule's series were published under, by
+/// `(namespace, schedule)`: a schedule that names another cluster, or is
+/// deleted, takes its old series with it.
+type PublishedSchedules = BTreeMap<(String, String), ScheduleLabels>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MemberLabels {
     namespace: String,
     cluster: String,
@@ -65,6 +79,37 @@ pub struct ClusterGauges {
     pub quorum: bool,
 }
 
+/// What one backup schedule's pass saw, as gauges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScheduleGauges {
+    /// When its newest successful full backup completed (Unix time).
+    pub last_success: Option<i64>,
+    /// Whether its last attempt failed (`status.lastError` is set; the next
+    /// success clears it).
+    pub last_attempt_failed: bool,
+    /// The schedule's period in seconds (between its next two fire times):
+    /// `BackupReady` turns false once the newest backup is older than
+    /// twice this.
+    pub period_seconds: i64,
+    /// Continuous backup, while a watcher should run.
+    pub incremental: Option<IncrementalGauges>,
+}
+
+/// Continuous backup of one schedule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IncrementalGauges {
+    /// The longest time between two segments, in seconds: `BackupReady`
+    /// turns false once writes could be lost for more than three of them.
+    pub interval_seconds: i64,
+    /// Every write acknowledged before this time is durable (Unix time);
+    /// `None` before the watcher's first durable point.
+    pub recovery_point: Option<i64>,
+    /// Seconds of acknowledged writes a restore would lose right now (0
+    /// when etcd recently confirmed every write is stored); `None` before
+    /// the first durable point.
+    pub loss_window_seconds: Option<i64>,
+}
+
 /// All metrics of the operator, cheap to clone.
 #[derive(Clone)]
 pub struct Metrics {
@@ -77,6 +122,13 @@ pub struct Metrics {
     quorum: Family<ClusterLabels, Gauge>,
     certificate_expiry: Family<CertificateLabels, Gauge>,
     published_certificates: Arc<Mutex<PublishedCertificates>>,
+    backup_last_success: Family<ScheduleLabels, Gauge>,
+    backup_failed: Family<ScheduleLabels, Gauge>,
+    backup_period: Family<ScheduleLabels, Gauge>,
+    backup_interval: Family<ScheduleLabels, Gauge>,
+    backup_recovery_point: Family<ScheduleLabels, Gauge>,
+    backup_loss_window: Family<ScheduleLabels, Gauge>,
+    published_schedules: Arc<Mutex<PublishedSchedules>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -133,6 +185,42 @@ impl Metrics {
             "When each certificate the operator keeps for a TLS cluster expires (Unix time), by Secret",
             certificate_expiry.clone(),
         );
+        let backup_last_success = Family::<ScheduleLabels, Gauge>::default();
+        registry.register(
+            "backup_last_success_timestamp_seconds",
+            "When the newest successful full backup of each backup schedule completed (Unix time)",
+            backup_last_success.clone(),
+        );
+        let backup_failed = Family::<ScheduleLabels, Gauge>::default();
+        registry.register(
+            "backup_last_attempt_failed",
+            "1 while the last backup attempt of each backup schedule failed (its status.lastError is set), else 0",
+            backup_failed.clone(),
+        );
+        let backup_period = Family::<ScheduleLabels, Gauge>::default();
+        registry.register(
+            "backup_period_seconds",
+            "Time between the next two fire times of each backup schedule; its backups are stale past twice this",
+            backup_period.clone(),
+        );
+        let backup_interval = Family::<ScheduleLabels, Gauge>::default();
+        registry.register(
+            "backup_incremental_interval_seconds",
+            "Longest time between two continuous-backup segments of each schedule; its continuous backup is stale past three of them",
+            backup_interval.clone(),
+        );
+        let backup_recovery_point = Family::<ScheduleLabels, Gauge>::default();
+        registry.register(
+            "backup_recovery_point_timestamp_seconds",
+            "Continuous backup of each schedule: every write acknowledged before this time is durable (Unix time)",
+            backup_recovery_point.clone(),
+        );
+        let backup_loss_window = Family::<ScheduleLabels, Gauge>::default();
+        registry.register(
+            "backup_loss_window_seconds",
+            "Continuous backup of each schedule: seconds of acknowledged writes a restore would lose right now (0 while etcd recently confirmed every write is stored)",
+            backup_loss_window.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             reconciles,
@@ -143,6 +231,13 @@ impl Metrics {
             quorum,
             certificate_expiry,
             published_certificates: Arc::default(),
+            backup_last_success,
+            backup_failed,
+            backup_period,
+            backup_interval,
+            backup_recovery_point,
+            backup_loss_window,
+            published_schedules: Arc::default(),
         }
     }
 
@@ -220,6 +315,94 @@ impl Metrics {
                 .remove(&member_labels(namespace, cluster, state));
         }
         self.quorum.remove(&cluster_labels(namespace, cluster));
+    }
+
+    /// Publishes what a pass of backup schedule `schedule` of `cluster` saw;
+    /// a figure it did not see is removed.
+    pub fn set_backup_schedule(
+        &self,
+        namespace: &str,
+        schedule: &str,
+        cluster: &str,
+        gauges: ScheduleGauges,
+    ) {
+        let labels = ScheduleLabels {
+            namespace: namespace.to_owned(),
+            cluster: cluster.to_owned(),
+            schedule: schedule.to_owned(),
+        };
+        let previous = self.published_schedules.lock().ok().and_then(|mut p| {
+            p.insert((namespace.to_owned(), schedule.to_owned()), labels.clone())
+        });
+        if let Some(previous) = previous.filter(|p| *p != labels) {
+            self.remove_schedule_series(&previous);
+        }
+        let incremental = gauges.incremental;
+        let figures = [
+            (&self.backup_last_success, gauges.last_success),
+            (
+                &self.backup_failed,
+                Some(i64::from(gauges.last_attempt_failed)),
+            ),
+            (&self.backup_period, Some(gauges.period_seconds)),
+            (
+                &self.backup_interval,
+                incremental.map(|i| i.interval_seconds),
+            ),
+            (
+                &self.backup_recovery_point,
+                incremental.and_then(|i| i.recovery_point),
+            ),
+            (
+                &self.backup_loss_window,
+                incremental.and_then(|i| i.loss_window_seconds),
+            ),
+        ];
+        for (family, value) in figures {
+            match value {
+                Some(value) => {
+                    family.get_or_create(&labels).set(value);
+                }
+                None => {
+                    family.remove(&labels);
+                }
+            }
+        }
+    }
+
+    /// Drops the series of every backup schedule for which `exists`
+    /// (namespace, name) is false.
+    pub fn retain_backup_schedules(&self, exists: impl Fn(&str, &str) -> bool) {
+        let gone: Vec<ScheduleLabels> = match self.published_schedules.lock() {
+            Ok(mut published) => {
+                let gone = published
+                    .iter()
+                    .filter(|((namespace, name), _)| !exists(namespace, name))
+                    .map(|(key, labels)| (key.clone(), labels.clone()))
+                    .collect::<Vec<_>>();
+                for (key, _) in &gone {
+                    published.remove(key);
+                }
+                gone.into_iter().map(|(_, labels)| labels).collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        for labels in &gone {
+            self.remove_schedule_series(labels);
+        }
+    }
+
+    fn remove_schedule_series(&self, labels: &ScheduleLabels) {
+        for family in [
+            &self.backup_last_success,
+            &self.backup_failed,
+            &self.backup_period,
+            &self.backup_interval,
+            &self.backup_recovery_point,
+            &self.backup_loss_window,
+        ] {
+            family.remove(labels);
+        }
     }
 
     /// The OpenMetrics text exposition of every metric.
@@ -309,6 +492,71 @@ mod tests {
         assert!(text.contains(
             "etcd_operator_certificate_expiry_timestamp_seconds{namespace=\"default\",cluster=\"main\",secret=\"main-server-tls\"} 1800000000"
         ), "{text}");
+    }
+
+    fn hourly(recovery_point: Option<i64>) -> ScheduleGauges {
+        ScheduleGauges {
+            last_success: Some(1_800_000_000),
+            last_attempt_failed: false,
+            period_seconds: 3600,
+            incremental: Some(IncrementalGauges {
+                interval_seconds: 20,
+                recovery_point,
+                loss_window_seconds: recovery_point.map(|_| 0),
+            }),
+        }
+    }
+
+    #[test]
+    fn exposes_each_schedule_and_removes_what_it_no_longer_has() {
+        let metrics = Metrics::new();
+        metrics.set_backup_schedule("prod", "hourly", "main", hourly(Some(1_800_000_100)));
+        let text = metrics.encode().expect("encodes");
+        let labels = "{namespace=\"prod\",cluster=\"main\",schedule=\"hourly\"}";
+        for line in [
+            format!("etcd_operator_backup_last_success_timestamp_seconds{labels} 1800000000"),
+            format!("etcd_operator_backup_last_attempt_failed{labels} 0"),
+            format!("etcd_operator_backup_loss_window_seconds{labels} 0"),
+            format!("etcd_operator_backup_period_seconds{labels} 3600"),
+            format!("etcd_operator_backup_incremental_interval_seconds{labels} 20"),
+            format!("etcd_operator_backup_recovery_point_timestamp_seconds{labels} 1800000100"),
+        ] {
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+
+        // Continuous backup turned off: its two series go.
+        let full_only = ScheduleGauges {
+            incremental: None,
+            ..hourly(None)
+        };
+        metrics.set_backup_schedule("prod", "hourly", "main", full_only);
+        let text = metrics.encode().expect("encodes");
+        assert!(!text.contains("interval_seconds{"), "{text}");
+        assert!(
+            !text.contains("recovery_point_timestamp_seconds{"),
+            "{text}"
+        );
+        assert!(!text.contains("loss_window_seconds{"), "{text}");
+        assert!(
+            text.contains("etcd_operator_backup_period_seconds{"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_schedule_that_names_another_cluster_or_is_deleted_takes_its_series() {
+        let metrics = Metrics::new();
+        metrics.set_backup_schedule("prod", "hourly", "main", hourly(Some(1)));
+        metrics.set_backup_schedule("prod", "hourly", "other", hourly(Some(1)));
+        let text = metrics.encode().expect("encodes");
+        assert!(!text.contains("cluster=\"main\""), "{text}");
+        assert!(text.contains("cluster=\"other\""), "{text}");
+
+        metrics.set_backup_schedule("prod", "daily", "other", hourly(None));
+        metrics.retain_backup_schedules(|namespace, name| namespace == "prod" && name == "daily");
+        let text = metrics.encode().expect("encodes");
+        assert!(!text.contains("schedule=\"hourly\""), "{text}");
+        assert!(text.contains("schedule=\"daily\""), "{text}");
     }
 
     #[test]

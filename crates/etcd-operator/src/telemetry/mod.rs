@@ -10,5 +10,5 @@ mod metrics;
 mod server;
 
 pub use health::Health;
-pub use metrics::{ClusterGauges, ErrorLabels, Metrics};
+pub use metrics::{ClusterGauges, ErrorLabels, IncrementalGauges, Metrics, ScheduleGauges};
 pub use server::{ServeError, serve};

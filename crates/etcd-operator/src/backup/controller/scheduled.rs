@@ -71,6 +71,9 @@ pub(super) async fn pass(
 
     let incremental = incremental::reconcile(&ctx, &schedule, &mut run.status, new_base).await;
     let finish = plan::finish(run, incremental.as_ref(), Utc::now());
+    let gauges = plan::gauges(spec, &finish.status, finish.period);
+    ctx.metrics
+        .set_backup_schedule(&namespace, &name, &spec.cluster_name, gauges);
     WRITER
         .write(&api, &name, current, finish.status, Replaces::Any)
         .await?;

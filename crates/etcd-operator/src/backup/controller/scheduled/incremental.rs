@@ -154,8 +154,9 @@ async fn publish_notices(
 }
 
 /// Stops the watchers of schedules that no longer exist (a deleted
-/// schedule is not reconciled: it has no finalizer, its segments stay). A
-/// schedule that exists but cannot be decoded keeps its watcher.
+/// schedule is not reconciled: it has no finalizer, its segments stay) and
+/// drops their metrics. A schedule that exists but cannot be decoded keeps
+/// its watcher.
 pub(in crate::backup::controller) async fn sweep(
     ctx: Arc<Context>,
     schedules: Store<DynamicObject>,
@@ -175,5 +176,10 @@ pub(in crate::backup::controller) async fn sweep(
             tracing::info!("incremental backup stopped: its schedule is gone");
             handle.stop(STOP_GRACE).await;
         }
+        ctx.metrics.retain_backup_schedules(|namespace, name| {
+            schedules
+                .get(&ObjectRef::new_with(name, resource.clone()).within(namespace))
+                .is_some()
+        });
     }
 }

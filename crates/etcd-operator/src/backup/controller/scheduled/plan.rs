@@ -23,6 +23,7 @@ use crate::backup::{
     SnapshotOptions, TakenBackup, freshness,
 };
 use crate::controller_kit::{conditions, events};
+use crate::telemetry::{IncrementalGauges, ScheduleGauges};
 
 /// Condition type of a schedule whose newest backup is recent enough.
 pub const BACKUP_READY: &str = "BackupReady";
@@ -334,6 +335,8 @@ pub struct Finish {
     pub status: EtcdBackupScheduleStatus,
     /// When to look at the schedule again.
     pub requeue_after: Duration,
+    /// The schedule's period at the end of the pass.
+    pub period: chrono::Duration,
 }
 
 /// The end of a pass at `now`: `BackupReady`, the next fire time, and the
@@ -390,6 +393,32 @@ pub fn finish(run: Run, incremental: Option<&IncrementalPass>, now: DateTime<Utc
     Finish {
         status,
         requeue_after: wait.max(Duration::from_secs(1)),
+        period,
+    }
+}
+
+/// The schedule's gauges after a pass: what its status says, the period
+/// its backups are judged by, and while a watcher should run, its interval.
+pub fn gauges(
+    spec: &EtcdBackupScheduleSpec,
+    status: &EtcdBackupScheduleStatus,
+    period: chrono::Duration,
+) -> ScheduleGauges {
+    let seconds = |at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time| at.0.as_second();
+    ScheduleGauges {
+        last_success: status.last_successful_time.as_ref().map(seconds),
+        last_attempt_failed: status.last_error.is_some(),
+        period_seconds: period.num_seconds(),
+        incremental: watcher_interval(spec).map(|interval| {
+            let progress = status.incremental.as_ref();
+            IncrementalGauges {
+                interval_seconds: i64::try_from(interval.as_secs()).unwrap_or(i64::MAX),
+                recovery_point: progress
+                    .and_then(|i| i.recovery_point.as_ref())
+                    .map(seconds),
+                loss_window_seconds: progress.and_then(|i| i.loss_window_seconds),
+            }
+        }),
     }
 }
 

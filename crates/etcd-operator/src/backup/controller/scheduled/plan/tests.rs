@@ -554,3 +554,38 @@ fn notices_become_events() {
         (EventType::Warning, "IncrementalFailed", Some("store down"))
     );
 }
+
+#[test]
+fn gauges_show_the_newest_backup_the_period_and_the_recovery_point() {
+    let now = at(10, 30, 0);
+    let interval = Duration::from_secs(20);
+    let quiet = IncrementalProgress {
+        durable_revision: Some(42),
+        durable_at: Some(now - chrono::Duration::seconds(5)),
+        answer_within: answer_within(interval),
+        ..IncrementalProgress::default()
+    };
+    let mut pass = fresh_run(now);
+    let incremental = watcher_progress(&mut pass.status, quiet, interval, now);
+    let done = finish(pass, Some(&incremental), now);
+    let spec = schedule(json!({ "incremental": { "enabled": true } })).spec;
+    let gauges = gauges(&spec, &done.status, done.period);
+    assert_eq!(gauges.last_success, Some(now.timestamp() - 60));
+    assert!(!gauges.last_attempt_failed);
+    assert_eq!(gauges.period_seconds, 3600, "hourly");
+    assert_eq!(
+        gauges.incremental,
+        Some(IncrementalGauges {
+            interval_seconds: 20,
+            recovery_point: Some(now.timestamp() - 5),
+            loss_window_seconds: Some(0),
+        })
+    );
+
+    // Suspended, no watcher runs: no continuous-backup figures.
+    let suspended = schedule(json!({ "incremental": { "enabled": true }, "suspend": true })).spec;
+    assert_eq!(
+        super::gauges(&suspended, &done.status, done.period).incremental,
+        None
+    );
+}
