@@ -3,6 +3,7 @@
 //! `restore-volume`, `volume-usage`; see `etcd_operator::pod_programs`).
 #![forbid(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
@@ -10,6 +11,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use etcd_operator::pod_programs::{self, backup_store, member_guard, restore, volume_usage};
 use etcd_operator::reconcile::{self, ControllerConfig, Leadership};
+use etcd_operator::resources::network_policy::{DEFAULT_OPERATOR_NAMESPACE, OperatorPods};
 use etcd_operator::telemetry::{self, Health, Metrics};
 use tracing_subscriber::EnvFilter;
 
@@ -82,6 +84,41 @@ struct RunArgs {
         default_value = "cluster.local"
     )]
     cluster_domain: String,
+    /// Namespace of the operator's own Pods, which each cluster's
+    /// NetworkPolicy lets reach the members' client port (default: the
+    /// Pod's own namespace in a cluster, `etcd-operator-system` outside).
+    #[arg(long, env = "ETCD_OPERATOR_POD_NAMESPACE")]
+    operator_pod_namespace: Option<String>,
+    /// Labels of the operator's own Pods, `key=value,...` (empty: every Pod
+    /// of their namespace).
+    #[arg(
+        long,
+        env = "ETCD_OPERATOR_POD_LABELS",
+        default_value = "app.kubernetes.io/name=etcd-operator",
+        value_parser = parse_labels
+    )]
+    operator_pod_labels: BTreeMap<String, String>,
+}
+
+/// `key=value,...` as labels.
+fn parse_labels(text: &str) -> Result<BTreeMap<String, String>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+            _ => Err(format!("{pair:?} is not key=value")),
+        })
+        .collect()
+}
+
+/// The namespace of the Pod this process runs in, from its service
+/// account; `None` outside a cluster.
+fn own_pod_namespace() -> Option<String> {
+    std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        .ok()
+        .map(|namespace| namespace.trim().to_owned())
+        .filter(|namespace| !namespace.is_empty())
 }
 
 fn main() -> ExitCode {
@@ -155,8 +192,21 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         namespace: args.namespace.clone(),
         operator_image: args.operator_image.clone(),
         cluster_domain: args.cluster_domain.clone(),
+        operator_pods: OperatorPods {
+            namespace: args
+                .operator_pod_namespace
+                .clone()
+                .or_else(own_pod_namespace)
+                .unwrap_or_else(|| DEFAULT_OPERATOR_NAMESPACE.to_owned()),
+            labels: args.operator_pod_labels.clone(),
+        },
         ..ControllerConfig::default()
     };
+    tracing::info!(
+        namespace = %config.operator_pods.namespace,
+        labels = ?config.operator_pods.labels,
+        "the clusters' NetworkPolicies let the operator's Pods in from there"
+    );
 
     let mut leadership = if args.leader_election {
         let namespace = args
@@ -236,4 +286,26 @@ fn default_identity() -> String {
         })
         .unwrap_or_else(|| "etcd-operator".to_owned());
     format!("{host}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_labels_are_key_value_pairs() {
+        assert_eq!(
+            parse_labels("app.kubernetes.io/name=etcd-operator, tier=control"),
+            Ok(BTreeMap::from([
+                (
+                    "app.kubernetes.io/name".to_owned(),
+                    "etcd-operator".to_owned()
+                ),
+                ("tier".to_owned(), "control".to_owned()),
+            ]))
+        );
+        assert_eq!(parse_labels(""), Ok(BTreeMap::new()));
+        assert!(parse_labels("app").is_err());
+        assert!(parse_labels("=x").is_err());
+    }
 }

@@ -8,6 +8,7 @@ use kube::runtime::events::Recorder;
 
 use super::node_index::NodeIndex;
 use crate::etcd::ConnectSettings;
+use crate::resources::network_policy::OperatorPods;
 use crate::telemetry::Metrics;
 
 /// Settings of the controller.
@@ -27,6 +28,9 @@ pub struct ControllerConfig {
     pub operator_image: String,
     /// DNS domain of the Kubernetes cluster (member peer URLs).
     pub cluster_domain: String,
+    /// Where the operator's own Pods run: each cluster's NetworkPolicy
+    /// lets them in.
+    pub operator_pods: OperatorPods,
 }
 
 /// The operator image when none is configured.
@@ -41,6 +45,7 @@ impl Default for ControllerConfig {
             concurrency: 4,
             operator_image: DEFAULT_OPERATOR_IMAGE.to_owned(),
             cluster_domain: crate::addressing::DEFAULT_CLUSTER_DOMAIN.to_owned(),
+            operator_pods: OperatorPods::default(),
         }
     }
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::runtime::controller::{self, Action};
@@ -81,6 +82,10 @@ pub async fn run(
         .owns(scope::typed::<Service>(&client, config.namespace.as_deref()), owned.clone())
         .owns(
             scope::typed::<PodDisruptionBudget>(&client, config.namespace.as_deref()),
+            owned.clone(),
+        )
+        .owns(
+            scope::typed::<NetworkPolicy>(&client, config.namespace.as_deref()),
             owned,
         )
         .watches(

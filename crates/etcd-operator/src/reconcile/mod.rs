@@ -6,6 +6,7 @@
 //! - `observe`: fresh reads of the cluster's objects and of etcd;
 //! - `plan`: the seam to the pure planner;
 //! - `act`: the one step, by server-side apply, deletion or etcd call;
+//! - `network_policy`: the cluster's NetworkPolicy, kept current each pass;
 //! - `status`: the status write, skipped when nothing changed;
 //! - `transport`: the transport stage a cluster runs, read before a pass
 //!   connects;
@@ -23,6 +24,7 @@ mod controller;
 mod error;
 pub mod facts;
 mod leadership;
+mod network_policy;
 mod node_changes;
 mod node_index;
 mod observe;

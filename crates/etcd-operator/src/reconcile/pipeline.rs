@@ -21,6 +21,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::act;
 use super::context::Context;
 use super::error::{ActError, ObserveError, ReadError, ReconcileError};
+use super::network_policy;
 use super::node_index::ClusterKey;
 use super::observe;
 use super::plan::{self, PassPlan, PlanEvent};
@@ -83,6 +84,7 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
         return Ok(Action::await_change());
     }
 
+    network_policy::ensure(ctx, &cluster, &namespace).await;
     let transport = transport::facts(&ctx.client, &cluster).await?;
     let tls = tls_material::ensure(
         &ctx.client,
