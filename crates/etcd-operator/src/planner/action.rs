@@ -734,7 +734,8 @@ mod table_tests {
             [
                 ActionKind::AddLearner,
                 ActionKind::PromoteLearner,
-                ActionKind::RemoveMember
+                ActionKind::RemoveMember,
+                ActionKind::UpdatePeerUrl
             ]
         );
     }

@@ -10,3 +10,4 @@ mod maintenance;
 mod properties;
 mod rollout;
 pub(crate) mod sim;
+mod transport;

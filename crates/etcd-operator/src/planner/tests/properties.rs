@@ -207,7 +207,7 @@ fn check(replicas: i32, volumes: Volumes, faults: &[Fault]) -> Result<(), TestCa
             sim.pvcs
         );
         // Every rollout the faults interrupted has finished.
-        let desired = crate::api::pod_revision::template_hash(&sim.spec, None);
+        let desired = sim.desired_template();
         prop_assert!(
             sim.pods.values().all(|p| p.template == desired),
             "pods left on an older template: {:#?}\n{:#?}",

@@ -4,7 +4,6 @@
 
 use super::sim::{Sim, Volumes, release_line};
 use crate::api::ConditionType;
-use crate::api::pod_revision::template_hash;
 use crate::planner::{Action, Waiting};
 
 fn formed(replicas: i32) -> Sim {
@@ -65,7 +64,7 @@ fn until_first_rolled(sim: &mut Sim, start: usize) -> u32 {
 }
 
 pub(super) fn all_on_the_spec(sim: &Sim) -> bool {
-    let desired = template_hash(&sim.spec, sim.tls_revision());
+    let desired = sim.desired_template();
     sim.pods.len() == usize::try_from(sim.spec.replicas).unwrap_or(0)
         && sim
             .pods

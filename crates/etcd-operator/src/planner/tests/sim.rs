@@ -13,6 +13,7 @@ use crate::planner::{
     PodState, PvcPhase, PvcState, VolumeKind, plan, quorum,
 };
 use crate::pod_contract::Refusal;
+use crate::transport::Transport;
 
 pub const CLUSTER: &str = "demo";
 
@@ -81,6 +82,8 @@ pub struct SimPod {
     pub version: String,
     /// The labels and annotations of `spec.pod` it carries.
     pub metadata: crate::planner::TemplateMetadata,
+    /// What it listens on.
+    pub transport: Transport,
 }
 
 #[derive(Clone, Debug)]
@@ -89,6 +92,8 @@ pub struct SimMember {
     pub ordinal: u32,
     pub learner: bool,
     pub started: bool,
+    /// Its peer URL in the member list.
+    pub peer_url: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -514,6 +519,7 @@ impl Sim {
                 ordinal,
                 learner: false,
                 started: true,
+                peer_url: pod.transport.new_member_peer_url(&host(ordinal)),
             }];
             self.cluster_id = Some(static_id(token, 999));
             if let Some(p) = self.pvcs.get_mut(&ordinal) {
@@ -551,11 +557,13 @@ impl Sim {
             ) => {
                 if self.members.is_empty() {
                     for &o in initial_members {
+                        let peer_url = self.transport().stage.new_member_peer_url(&host(o));
                         self.members.push(SimMember {
                             id: static_id(token, o),
                             ordinal: o,
                             learner: false,
                             started: false,
+                            peer_url,
                         });
                     }
                     self.cluster_id = Some(static_id(token, 999));
@@ -763,6 +771,7 @@ impl Sim {
             volume_usage: std::collections::BTreeMap::new(),
             backup_schedules: Vec::new(),
             tls: self.tls.clone(),
+            transport: self.transport(),
             restore_pod: self.restore_pod.as_ref().map(|r| {
                 if r.done {
                     crate::planner::RestorePodState::Succeeded
@@ -808,10 +817,7 @@ impl Sim {
                     } else {
                         String::new()
                     },
-                    peer_urls: vec![format!(
-                        "http://{CLUSTER}-{}.{CLUSTER}-peer.ns.svc.cluster.local:2380",
-                        m.ordinal
-                    )],
+                    peer_urls: vec![m.peer_url.clone()],
                     client_urls: Vec::new(),
                     is_learner: m.learner,
                     endpoint: None,
@@ -1025,6 +1031,34 @@ impl Sim {
         self.tls.as_ref().map(|t| t.revision.as_str())
     }
 
+    /// The template hash the members must run.
+    pub fn desired_template(&self) -> String {
+        crate::api::pod_revision::template_hash(
+            &self.spec,
+            self.transport().stage,
+            self.tls_revision(),
+        )
+    }
+
+    /// The transport the members run and must run, as the reconciler
+    /// derives it: the stage status recorded (else the Pods', else the
+    /// spec's), moved on by the member list's peer URLs.
+    pub fn transport(&self) -> crate::planner::TransportObservation {
+        let running = crate::transport::running(
+            self.status.transport,
+            self.pods.values().map(|p| p.transport),
+            self.spec.tls.as_ref(),
+            crate::transport::bootstrapped(Some(&self.status)),
+        );
+        let intent = crate::transport::intent(self.spec.tls.as_ref(), running);
+        let urls =
+            (!self.members.is_empty()).then(|| self.members.iter().map(|m| m.peer_url.as_str()));
+        crate::planner::TransportObservation {
+            stage: crate::transport::desired(&intent, running, urls),
+            refused: intent.refused,
+        }
+    }
+
     fn apply_action(&mut self, action: Action) {
         let quorum_before = self.has_quorum();
         match &action {
@@ -1094,6 +1128,18 @@ impl Sim {
                         &action,
                     );
                 }
+                let stage = self.transport().stage;
+                if let Some(member) = self.members.iter().find(|m| m.ordinal == *ordinal)
+                    && !listens_on(stage, &member.peer_url)
+                {
+                    self.violation(
+                        &format!(
+                            "a Pod of stage {stage:?} does not listen on its peer URL {}",
+                            member.peer_url
+                        ),
+                        &action,
+                    );
+                }
                 self.pods.insert(
                     *ordinal,
                     SimPod {
@@ -1104,10 +1150,12 @@ impl Sim {
                         running: false,
                         template: crate::api::pod_revision::template_hash(
                             &built_from,
+                            self.transport().stage,
                             self.tls_revision(),
                         ),
                         version: built_from.version.clone(),
                         metadata: desired_metadata(&self.spec),
+                        transport: self.transport().stage,
                     },
                 );
             }
@@ -1192,11 +1240,13 @@ impl Sim {
                 }
                 let id = self.next_id;
                 self.next_id += 1;
+                let peer_url = self.transport().stage.new_member_peer_url(&host(*ordinal));
                 self.members.push(SimMember {
                     id,
                     ordinal: *ordinal,
                     learner: true,
                     started: false,
+                    peer_url,
                 });
             }
             Action::PromoteLearner { id, .. } => {
@@ -1264,10 +1314,7 @@ impl Sim {
                     .pvcs
                     .get(ordinal)
                     .is_some_and(|p| p.filesystem_resize_pending);
-                if pod.template
-                    == crate::api::pod_revision::template_hash(&self.spec, self.tls_revision())
-                    && !resize_pending
-                {
+                if pod.template == self.desired_template() && !resize_pending {
                     self.violation("rolling a Pod that is up to date", &action);
                 }
                 let others_down = self
@@ -1358,9 +1405,30 @@ impl Sim {
                     db.in_use = (db.in_use - history).max(0);
                 }
             }
+            Action::UpdatePeerUrl { id, to, .. } => {
+                if !quorum_before {
+                    self.violation("rule 3: membership change without quorum", &action);
+                    return;
+                }
+                let deaf: Vec<u32> = self
+                    .pods
+                    .iter()
+                    .filter(|(_, p)| !listens_on(p.transport, to))
+                    .map(|(o, _)| *o)
+                    .collect();
+                if !deaf.is_empty() {
+                    self.violation(
+                        &format!("a peer URL moved where members {deaf:?} do not listen"),
+                        &action,
+                    );
+                }
+                match self.members.iter_mut().find(|m| m.id == *id) {
+                    Some(member) => member.peer_url = to.clone(),
+                    None => self.violation("updating a member that does not exist", &action),
+                }
+            }
             Action::RotateCa { step, .. } => {
-                let desired =
-                    crate::api::pod_revision::template_hash(&self.spec, self.tls_revision());
+                let desired = self.desired_template();
                 let all_on_it = self.pods.values().all(|p| p.template == desired);
                 if !all_on_it {
                     self.violation(
@@ -1486,6 +1554,23 @@ pub fn release_line(version: &str) -> crate::planner::Release {
 }
 
 /// The member ID etcd derives from the static bootstrap (a stand-in).
+/// The stable DNS name of a member of the simulated cluster.
+fn host(ordinal: u32) -> String {
+    format!("{CLUSTER}-{ordinal}.{CLUSTER}-peer.ns.svc.cluster.local")
+}
+
+/// Whether a member Pod of `stage` accepts peers dialling `url`.
+pub fn listens_on(stage: Transport, url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let port = rest.rsplit(':').next().unwrap_or_default();
+    stage
+        .listen_peer_urls()
+        .split(',')
+        .any(|listen| listen == format!("{scheme}://0.0.0.0:{port}"))
+}
+
 fn static_id(token: &str, ordinal: u32) -> u64 {
     token.bytes().fold(u64::from(ordinal) + 1, |h, b| {
         h.wrapping_mul(31).wrapping_add(u64::from(b))

@@ -100,6 +100,7 @@ fn snapshot() -> Snapshot {
         volume_usage: BTreeMap::new(),
         backup_schedules: Vec::new(),
         tls: None,
+        transport: Default::default(),
     }
 }
 
