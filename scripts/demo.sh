@@ -38,7 +38,7 @@ operator_node="$(kubectl -n etcd-operator-system get pods -l app.kubernetes.io/n
 	-o jsonpath='{.items[0].spec.nodeName}')"
 mark "operator running on $operator_node"
 
-say "Creating a 3-member EtcdCluster"
+say "Creating a 3-member EtcdCluster (mutual TLS by default)"
 kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f -
 kubectl apply -f - <<EOF
 apiVersion: durable-etcd.io/v1alpha1
@@ -61,8 +61,21 @@ mark "cluster Available: clusterID $cluster_id_before, members $members_before"
 
 endpoints=""
 for i in 0 1 2; do
-	endpoints+="${endpoints:+,}http://$cluster-$i.$cluster-peer.$ns.svc.cluster.local:2379"
+	endpoints+="${endpoints:+,}https://$cluster-$i.$cluster-peer.$ns.svc.cluster.local:2379"
 done
+# The users' client certificate the operator issued, as a client would
+# mount it: without it every member refuses the connection.
+for key in ca.crt tls.crt tls.key; do
+	kubectl -n "$ns" get secret "$cluster-client-tls" -o go-template="{{index .data \"$key\"}}" | base64 -d >"$work/$key"
+done
+chmod 600 "$work/tls.key"
+etcdctl_tls="--cacert=$work/ca.crt --cert=$work/tls.crt --key=$work/tls.key"
+mark "transport: $(kubectl -n "$ns" get etcdcluster/$cluster -o jsonpath='{.status.transport}'); client certificate from Secret $cluster-client-tls"
+if $lab exec -- etcdctl --endpoints "$endpoints" --cacert="$work/ca.crt" --dial-timeout=2s --command-timeout=3s get demo/ >/dev/null 2>&1; then
+	echo "a client without a certificate was served" >&2
+	exit 1
+fi
+mark "a client without a certificate is refused"
 
 say "Writing keys continuously (each key recorded only once etcd acknowledged it)"
 $lab exec -- bash -c "
@@ -70,7 +83,7 @@ $lab exec -- bash -c "
 	while [ ! -e '$work/stop-writer' ]; do
 		n=\$((n + 1))
 		key=\$(printf 'demo/key-%07d' \$n)
-		if etcdctl --endpoints '$endpoints' --dial-timeout=1s --command-timeout=2s put \"\$key\" \"value-\$n\" >/dev/null 2>&1; then
+		if etcdctl --endpoints '$endpoints' $etcdctl_tls --dial-timeout=1s --command-timeout=2s put \"\$key\" \"value-\$n\" >/dev/null 2>&1; then
 			echo \"\$key\" >>'$acked'
 		fi
 	done" &
@@ -119,7 +132,7 @@ wait "$writer" || true
 mark "writer stopped: $(wc -l <"$acked") writes acknowledged in total"
 
 say "Checking every acknowledged write"
-$lab exec -- etcdctl --endpoints "$endpoints" get demo/ --prefix --keys-only | sed '/^$/d' | sort >"$work/present-keys"
+$lab exec -- etcdctl --endpoints "$endpoints" $etcdctl_tls get demo/ --prefix --keys-only | sed '/^$/d' | sort >"$work/present-keys"
 sort "$acked" >"$work/acked-sorted"
 missing="$(comm -23 "$work/acked-sorted" "$work/present-keys" | wc -l)"
 cluster_id_after="$(kubectl -n "$ns" get etcdcluster/$cluster -o jsonpath='{.status.clusterID}')"

@@ -1047,20 +1047,34 @@ fn transitions() -> Vec<Transition> {
             change: json!({ "bootstrap": { "fromBackup": { "destination": s3() } } }),
             message: Some(bootstrap_rule),
         },
-        // TLS is chosen at creation: neither turned on nor off later.
+        // TLS may be turned on later (a rolling change), never off.
+        Transition {
+            kind: Cluster,
+            name: "plaintext",
+            spec: cluster(json!({ "tls": { "disabled": true } })),
+            change: json!({ "tls": { "disabled": false, "builtIn": {} } }),
+            message: None,
+        },
+        Transition {
+            kind: Cluster,
+            name: "secure",
+            spec: cluster(json!({ "tls": { "builtIn": {} } })),
+            change: json!({ "tls": { "disabled": true } }),
+            message: Some("turning TLS off is not supported"),
+        },
         Transition {
             kind: Cluster,
             name: "plain",
             spec: plain.clone(),
-            change: json!({ "tls": { "builtIn": {} } }),
-            message: Some("spec.tls is set at creation only"),
+            change: json!({ "tls": { "disabled": true } }),
+            message: Some("spec.tls.disabled can only be set when the cluster is created"),
         },
         Transition {
             kind: Cluster,
             name: "secure",
             spec: cluster(json!({ "tls": { "builtIn": {} } })),
             change: json!({ "tls": null }),
-            message: Some("spec.tls is set at creation only"),
+            message: None,
         },
         Transition {
             kind: Cluster,

@@ -284,6 +284,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
         json!({
             "replicas": 1,
             "storage": { "storageClassName": "lab-network", "size": "1Gi" },
+            "tls": { "disabled": true },
             "bootstrap": { "fromBackup": { "destination": destination(), "clusterName": SOURCE } },
         }),
     )

@@ -111,6 +111,7 @@ async fn losses_and_restore(h: &mut Harness, started: Instant) -> TestResult {
         json!({
             "replicas": MEMBERS,
             "storage": { "storageClassName": "lab-network", "size": "1Gi" },
+            "tls": { "disabled": true },
             "pod": { "memberSpreading": "RequiredPerNode" },
         }),
     )

@@ -320,6 +320,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
         json!({
             "replicas": 3,
             "storage": { "storageClassName": "lab-network", "size": "1Gi" },
+            "tls": { "disabled": true },
             "bootstrap": { "fromBackup": {
                 "destination": destination(&s3),
                 "clusterName": SOURCE,
@@ -446,6 +447,7 @@ async fn refused_corrupt_backup(h: &Harness, s3: &ServerProcess) -> TestResult {
         json!({
             "replicas": 3,
             "storage": { "storageClassName": "lab-network", "size": "1Gi" },
+            "tls": { "disabled": true },
             "bootstrap": { "fromBackup": {
                 "destination": destination(s3),
                 "clusterName": SOURCE,

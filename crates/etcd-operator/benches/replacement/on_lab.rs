@@ -64,6 +64,7 @@ pub async fn measure(
             json!({
                 "replicas": REPLICAS,
                 "storage": { "size": "4Gi" },
+                "tls": { "disabled": true },
                 "etcd": { "quotaBackendBytes": QUOTA_BYTES },
             }),
         )

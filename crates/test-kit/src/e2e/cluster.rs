@@ -18,16 +18,21 @@ use crate::conditions::{condition_true, pod_ready};
 use crate::poll::wait_for;
 
 /// The spec of a cluster of `replicas` members on 1Gi volumes of
-/// `storage_class`.
+/// `storage_class`, serving plain HTTP (`tls.disabled`) so that a
+/// scenario's clients need no certificate; the TLS scenarios (and the
+/// demo) pass their own `tls` through [`cluster_spec_with`] or leave it
+/// out for the default, mutual TLS.
 pub fn cluster_spec(replicas: i32, storage_class: &str) -> Value {
     cluster_spec_with(replicas, storage_class, json!({}))
 }
 
-/// [`cluster_spec`] with the top-level fields of `more` added.
+/// [`cluster_spec`] with the top-level fields of `more` added (or put in
+/// place of its own).
 pub fn cluster_spec_with(replicas: i32, storage_class: &str, more: Value) -> Value {
     let mut spec = json!({
         "replicas": replicas,
         "storage": { "storageClassName": storage_class, "size": "1Gi" },
+        "tls": { "disabled": true },
     });
     if let (Some(spec), Value::Object(more)) = (spec.as_object_mut(), more) {
         spec.extend(more);
