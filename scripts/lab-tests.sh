@@ -39,6 +39,7 @@ expected_seconds() {
 	network_volumes) echo 72 ;;
 	e2e_node_out_of_service) echo 72 ;;
 	e2e_volume_loss) echo 66 ;;
+	e2e_tls_migration) echo 255 ;;
 	e2e_ca_rotation) echo 180 ;;
 	e2e_tls) echo 120 ;;
 	e2e_node_deleted) echo 52 ;;
