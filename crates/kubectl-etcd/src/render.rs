@@ -31,6 +31,8 @@ pub struct Report {
     pub last_operation: Option<String>,
     pub backup: BackupReport,
     pub tls: Option<TlsReport>,
+    /// What the members serve clients and peers on (`status.transport`).
+    pub transport: Option<String>,
     pub recovery: RecoveryReport,
 }
 
@@ -175,6 +177,7 @@ pub fn report(cluster: &EtcdCluster) -> Report {
             newest_full_backup_revision: backup.newest_full_backup_revision,
             recovery_point: backup.recovery_point.map(|t| t.0.to_string()),
         },
+        transport: status.transport.map(|t| format!("{t:?}")),
         tls: status.tls.as_ref().map(|tls| TlsReport {
             issuer: tls.issuer.clone(),
             ca_not_after: tls.ca_not_after.as_ref().map(|t| t.0.to_string()),
@@ -283,6 +286,12 @@ pub fn text(report: &Report, now: Timestamp) -> String {
         line(format!(
             "Incarnation {token}, cluster ID {}",
             report.cluster_id.as_deref().unwrap_or("unknown")
+        ));
+    }
+    if let Some(transport) = &report.transport {
+        line(format!(
+            "Transport {transport}{}",
+            transport_note(transport)
         ));
     }
     line(String::new());
@@ -420,6 +429,18 @@ pub fn text(report: &Report, now: Timestamp) -> String {
 }
 
 /// The report as a JSON document.
+/// What a transport stage means for a client, in a few words.
+fn transport_note(transport: &str) -> &'static str {
+    match transport {
+        "Tls" => ": mutual TLS for clients and peers",
+        "Plaintext" => ": plain HTTP, no client authentication",
+        "BridgingPeers" | "ReturningPeers" => {
+            ": turning TLS on; clients may use plain HTTP or TLS until it reads Tls"
+        }
+        _ => "",
+    }
+}
+
 pub fn json(report: &Report) -> String {
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
@@ -487,7 +508,7 @@ mod tests {
             "metadata": { "name": "main", "namespace": "prod", "generation": 1 },
             "spec": { "replicas": 3, "tls": { "builtIn": {} } },
             "status": {
-                "phase": "Running", "readyMembers": 3, "version": "3.6.16",
+                "phase": "Running", "readyMembers": 3, "version": "3.6.16", "transport": "Tls",
                 "clusterToken": "tok-1", "clusterID": "8e9e05c52164694d",
                 "members": members,
                 "conditions": [
@@ -546,6 +567,10 @@ mod tests {
         );
         assert!(
             text.contains("Recovery: no restore needed (None)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Transport Tls: mutual TLS for clients and peers\n"),
             "{text}"
         );
     }
