@@ -9,16 +9,34 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::TypedMetric;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
+
+/// The prefix of every metric name.
+const PREFIX: &str = "etcd_operator";
+
+/// One metric the operator registers, as `docs/metrics.md` and the checks
+/// of `deploy/monitoring` read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricDescription {
+    /// The name as exposed, prefix included; a counter's samples add
+    /// `_total`, a histogram's `_bucket`, `_sum` and `_count`.
+    pub name: String,
+    /// The OpenMetrics type: `counter`, `gauge`, `histogram`.
+    pub kind: String,
+    /// Its help text.
+    pub help: String,
+}
 
 /// `step` and `category` of a failed reconcile.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
-    /// Pipeline step that failed: `observe`, `plan`, `act`, `status`.
+    /// Pipeline step that failed: `read`, `observe`, `tls`, `act`,
+    /// `status`, `confirm`, `network-policy`, `pass`.
     pub step: String,
     /// Error category: `transient`, `invalid_spec`, `conflict`, ...
     pub category: String,
@@ -129,6 +147,7 @@ pub struct Metrics {
     backup_recovery_point: Family<ScheduleLabels, Gauge>,
     backup_loss_window: Family<ScheduleLabels, Gauge>,
     published_schedules: Arc<Mutex<PublishedSchedules>>,
+    descriptions: Arc<Vec<MetricDescription>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -146,77 +165,108 @@ impl Default for Metrics {
 impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("etcd_operator");
+        let mut registry = Registry::with_prefix(PREFIX);
+        let mut described = Vec::new();
         let reconciles = Counter::default();
-        registry.register("reconciles", "Reconcile passes started", reconciles.clone());
+        register(
+            &mut registry,
+            &mut described,
+            "reconciles",
+            "Reconcile passes started",
+            reconciles.clone(),
+        );
         let errors = Family::<ErrorLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "reconcile_errors",
             "Failed reconcile passes by step and error category",
             errors.clone(),
         );
         let actions = Family::<ActionLabels, Counter>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "actions",
             "Actions taken on clusters, by kind",
             actions.clone(),
         );
         let reconcile_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 14));
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "reconcile_duration_seconds",
             "Duration of a reconcile pass",
             reconcile_seconds.clone(),
         );
         let members = Family::<MemberLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "cluster_members",
             "Members of each cluster by state (desired, members, healthy, learners)",
             members.clone(),
         );
         let quorum = Family::<ClusterLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "cluster_quorum",
             "1 while a majority of the cluster's voters is healthy, 0 while quorum is lost",
             quorum.clone(),
         );
         let certificate_expiry = Family::<CertificateLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "certificate_expiry_timestamp_seconds",
             "When each certificate the operator keeps for a TLS cluster expires (Unix time), by Secret",
             certificate_expiry.clone(),
         );
         let backup_last_success = Family::<ScheduleLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "backup_last_success_timestamp_seconds",
             "When the newest successful full backup of each backup schedule completed (Unix time)",
             backup_last_success.clone(),
         );
         let backup_failed = Family::<ScheduleLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "backup_last_attempt_failed",
             "1 while the last backup attempt of each backup schedule failed (its status.lastError is set), else 0",
             backup_failed.clone(),
         );
         let backup_period = Family::<ScheduleLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "backup_period_seconds",
             "Time between the next two fire times of each backup schedule; its backups are stale past twice this",
             backup_period.clone(),
         );
         let backup_interval = Family::<ScheduleLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "backup_incremental_interval_seconds",
             "Longest time between two continuous-backup segments of each schedule; its continuous backup is stale past three of them",
             backup_interval.clone(),
         );
         let backup_recovery_point = Family::<ScheduleLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "backup_recovery_point_timestamp_seconds",
             "Continuous backup of each schedule: every write acknowledged before this time is durable (Unix time)",
             backup_recovery_point.clone(),
         );
         let backup_loss_window = Family::<ScheduleLabels, Gauge>::default();
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "backup_loss_window_seconds",
             "Continuous backup of each schedule: seconds of acknowledged writes a restore would lose right now (0 while etcd recently confirmed every write is stored)",
             backup_loss_window.clone(),
@@ -238,7 +288,13 @@ impl Metrics {
             backup_recovery_point,
             backup_loss_window,
             published_schedules: Arc::default(),
+            descriptions: Arc::new(described),
         }
+    }
+
+    /// Every metric registered, whether or not it has a series yet.
+    pub fn descriptions(&self) -> &[MetricDescription] {
+        &self.descriptions
     }
 
     /// Counts a reconcile pass.
@@ -413,6 +469,22 @@ impl Metrics {
     }
 }
 
+/// Registers `metric` and describes it.
+fn register<M: Metric + TypedMetric>(
+    registry: &mut Registry,
+    described: &mut Vec<MetricDescription>,
+    name: &str,
+    help: &str,
+    metric: M,
+) {
+    described.push(MetricDescription {
+        name: format!("{PREFIX}_{name}"),
+        kind: M::TYPE.as_str().to_owned(),
+        help: help.to_owned(),
+    });
+    registry.register(name, help, metric);
+}
+
 fn member_states(gauges: ClusterGauges) -> [(&'static str, i64); 4] {
     [
         ("desired", gauges.desired),
@@ -557,6 +629,31 @@ mod tests {
         let text = metrics.encode().expect("encodes");
         assert!(!text.contains("schedule=\"hourly\""), "{text}");
         assert!(text.contains("schedule=\"daily\""), "{text}");
+    }
+
+    #[test]
+    fn describes_every_metric_it_registers() {
+        let metrics = Metrics::new();
+        metrics.reconcile_started();
+        metrics.reconcile_failed("observe", "transient");
+        metrics.action_taken("CreatePod");
+        metrics.set_cluster("prod", "main", ClusterGauges::default());
+        metrics.set_certificates("prod", "main", &[("main-ca".into(), 1)]);
+        metrics.set_backup_schedule("prod", "hourly", "main", hourly(Some(1)));
+        let described: Vec<(&str, &str)> = metrics
+            .descriptions()
+            .iter()
+            .map(|d| (d.name.as_str(), d.kind.as_str()))
+            .collect();
+        let text = metrics.encode().expect("encodes");
+        let declared: Vec<(&str, &str)> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE ")?.split_once(' '))
+            .collect();
+        assert_eq!(declared.len(), described.len(), "{text}");
+        for family in declared {
+            assert!(described.contains(&family), "{family:?} in {described:?}");
+        }
     }
 
     #[test]

@@ -10,5 +10,7 @@ mod metrics;
 mod server;
 
 pub use health::Health;
-pub use metrics::{ClusterGauges, ErrorLabels, IncrementalGauges, Metrics, ScheduleGauges};
+pub use metrics::{
+    ClusterGauges, ErrorLabels, IncrementalGauges, MetricDescription, Metrics, ScheduleGauges,
+};
 pub use server::{ServeError, serve};
