@@ -15,6 +15,9 @@ down_seconds="${DEMO_DOWN_SECONDS:-90}"
 ns="${DEMO_NAMESPACE:-demo}"
 cluster=durable
 lab=./target/release/etcd-lab
+# The kubectl plugin of this workspace (`kubectl etcd`), found on the PATH
+# as kubectl finds any plugin.
+export PATH="$PWD/target/release:$PATH"
 work="$(mktemp -d /tmp/etcd-demo.XXXXXX)"
 timeline="$work/timeline"
 acked="$work/acked-keys"
@@ -120,6 +123,7 @@ kubectl get nodes
 kubectl -n "$ns" get etcdcluster/$cluster
 kubectl -n "$ns" get etcdcluster/$cluster -o jsonpath='{range .status.conditions[*]}{.type}={.status} ({.reason}): {.message}{"\n"}{end}'
 kubectl -n "$ns" get events --sort-by=.lastTimestamp | tail -n 12
+kubectl etcd status "$cluster" -n "$ns" || true
 
 say "Power back on ${victims[*]}"
 for node in "${victims[@]}"; do $lab node start "$node"; done
@@ -141,6 +145,9 @@ mark "acknowledged writes: $(wc -l <"$acked"); present: $(($(wc -l <"$acked") - 
 mark "clusterID before $cluster_id_before, after $cluster_id_after"
 mark "members before: $members_before"
 mark "members after:  $members_after"
+
+say "kubectl etcd status"
+kubectl etcd status "$cluster" -n "$ns"
 
 say "Timeline"
 cat "$timeline"

@@ -1,5 +1,6 @@
-//! End to end on the lab: a cluster with mutual TLS from the built-in CA
-//! (`spec.tls: {builtIn: {}}`), in a namespace that enforces the
+//! End to end on the lab: a cluster with mutual TLS from the built-in CA,
+//! created without `spec.tls` (the default, `status.transport: Tls`), in
+//! a namespace that enforces the
 //! `restricted` Pod Security Standard (a Pod that breaks it is refused
 //! there; every Pod of the test runs in it: members, the claim's backup
 //! store, restore Pods).
@@ -75,12 +76,19 @@ async fn enforce_restricted(h: &Harness) -> TestResult {
 
 async fn scenario(h: &mut Harness) -> TestResult {
     enforce_restricted(h).await?;
-    h.create_available(
-        CLUSTER,
-        cluster_spec_with(3, "lab-network", json!({ "tls": { "builtIn": {} } })),
-        Duration::from_secs(180),
-    )
-    .await?;
+    // No `spec.tls`: a new cluster serves mutual TLS by default.
+    let mut spec = cluster_spec_with(3, "lab-network", json!({}));
+    if let Some(fields) = spec.as_object_mut() {
+        fields.remove("tls");
+    }
+    h.create_available(CLUSTER, spec, Duration::from_secs(180))
+        .await?;
+    let status = h.status(CLUSTER).await?;
+    assert_eq!(
+        status.transport,
+        Some(etcd_operator::transport::Transport::Tls),
+        "status.transport of a cluster created without spec.tls"
+    );
 
     // The member Pods: TLS on both ports, certificates demanded (CIS 2.x).
     let pods = h
