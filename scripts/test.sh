@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The test command: lint, generated-file drift, unit and property tests,
-# integration tests against real etcd, and end-to-end tests on the lab.
+# The test command: lint, generated-file drift, the monitoring checks (alert
+# rules under promtool, metric names of every query), unit and property
+# tests, integration tests against real etcd, and end-to-end tests on the
+# lab.
 # Needs root (the lab creates network namespaces) and the upstream binaries
 # (`make deps`). Everything runs in the dev profile: one build serves the
 # binaries and every test, which keeps CI's compile time down.
@@ -33,6 +35,9 @@ for crd in etcdclusters etcdbackups etcdbackupschedules; do
 	echo '---'
 	cat "deploy/crds/$crd.yaml"
 done | diff -u - /tmp/etcd-operator-crd.yaml
+
+step "monitoring: promtool check and unit tests of the alert rules, every metric of the alerts and the dashboard exists"
+bash scripts/check-monitoring.sh
 
 step "unit, property and etcd integration tests"
 cargo test --workspace --locked --lib --bins
