@@ -10,6 +10,8 @@
 //!   stateful workload, checks that nothing is left behind);
 //! - [`volume_fill`]: a full disk, a claim's volume filled from outside;
 //! - [`conditions`] and [`poll`]: conditions on objects, and waiting for them;
+//! - [`prober`]: a Pod that opens connections from where it runs, to see
+//!   what a NetworkPolicy lets through;
 //! - [`etcd_process`], [`etcd_data`], [`upstream`], [`loopback`] and
 //!   [`object_store_server`]: real etcd processes and object-store servers
 //!   of the pinned builds on loopback, and data written to them;
@@ -37,6 +39,7 @@ pub mod lab_test;
 pub mod loopback;
 pub mod object_store_server;
 pub mod poll;
+pub mod prober;
 pub mod restore_checks;
 pub mod restore_pod;
 #[cfg(feature = "operator")]

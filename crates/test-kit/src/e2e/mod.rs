@@ -3,6 +3,8 @@
 //! up, or our own), the operator's CRDs, one namespace per test, and the
 //! operator binary run outside the cluster against the lab's API server;
 //! etcd is checked from the host, which routes to the lab's pod network.
+//! [`installed_operator`] runs the operator as `deploy/` installs it, in a
+//! Pod, for a scenario whose point is the operator inside the cluster.
 //!
 //! The preamble most scenarios share: [`Harness::create_available`] with a
 //! [`cluster_spec`], then a [`Writer`](crate::writer::Writer) whose ledger
@@ -11,6 +13,7 @@
 mod cluster;
 mod crds;
 mod identity;
+pub mod installed_operator;
 pub mod lab;
 pub mod operator;
 
