@@ -54,10 +54,17 @@ spec:
   storage:
     storageClassName: lab-network
     size: 1Gi
+  # The clients below run from the lab's client namespace (etcd-lab exec),
+  # outside the Pod network: the cluster's NetworkPolicy lets that address
+  # in beside the cluster's own namespace and the operator.
+  networkPolicy:
+    clientsFrom:
+      - ipBlock: { cidr: 10.244.250.0/24 }
 EOF
 kubectl -n "$ns" wait etcdcluster/$cluster --for=condition=Available --timeout=300s
 kubectl -n "$ns" get etcdcluster/$cluster
 kubectl -n "$ns" get pods -o wide
+kubectl -n "$ns" get networkpolicy "$cluster-members"
 cluster_id_before="$(kubectl -n "$ns" get etcdcluster/$cluster -o jsonpath='{.status.clusterID}')"
 members_before="$(kubectl -n "$ns" get etcdcluster/$cluster -o jsonpath='{range .status.members[*]}{.name}={.id} {end}')"
 mark "cluster Available: clusterID $cluster_id_before, members $members_before"
