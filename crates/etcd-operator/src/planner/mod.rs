@@ -38,8 +38,8 @@ pub use context::first_token_of;
 pub use membership::{HEALTH_STABILITY, quorum};
 pub use observed::{
     Children, GuardRefusal, NodeState, Observed, OrdinalObjects, PodPhase, PodState, PvcPhase,
-    PvcState, RestorePodState, ScheduleSummary, TemplateMetadata, TlsObservation, TransportObservation,
-    VolumeKind, VolumeSpace,
+    PvcState, RestorePodState, ScheduleSummary, TemplateMetadata, TlsObservation,
+    TransportObservation, VolumeKind, VolumeSpace,
 };
 pub use release::{Release, ReleaseStep};
 pub use rollout::{Progress, ROLLOUT_STALL};

@@ -258,8 +258,10 @@ pub async fn execute(
             Ok(note(step))
         }
         Step::UpdatePeerUrls { id, urls, .. } => {
-            etcd.call("update member", async |a| a.update_peer_urls(*id, urls).await)
-                .await?;
+            etcd.call("update member", async |a| {
+                a.update_peer_urls(*id, urls).await
+            })
+            .await?;
             Ok(note(step))
         }
         Step::ResetPvcIdentity { name, token } => {

@@ -487,7 +487,11 @@ pub fn member_pod_with(
         liveness_probe: Some(http_probe("/livez", 10, 6)),
         readiness_probe: Some(http_probe("/readyz", 5, 3)),
         resources: template.resources.clone(),
-        volume_mounts: Some(etcd_mounts(data_mount, guard_mount, addressing.transport.serves_tls())),
+        volume_mounts: Some(etcd_mounts(
+            data_mount,
+            guard_mount,
+            addressing.transport.serves_tls(),
+        )),
         security_context: Some(container_security),
         ..Container::default()
     };
