@@ -19,7 +19,8 @@
 //! new user certificate works. A full backup (`EtcdBackup`) of the TLS cluster succeeds,
 //! through the operator's own client certificate; continuous backup
 //! follows the writes after it, and a new TLS cluster restored from them
-//! (its own CA) holds every one.
+//! (its own CA) holds every one. A CA key made unusable is reported in
+//! `Degraded` (reason `CertificatesFailed`) and cleared once it is back.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -308,6 +309,70 @@ async fn scenario(h: &mut Harness) -> TestResult {
     );
     assert_eq!(later, 100, "every write durable in a segment is restored");
     assert!(keys.len() >= 301, "{} keys restored", keys.len());
+
+    unusable_ca_is_reported(h).await
+}
+
+/// A CA Secret whose key is unusable stops the cluster's passes before
+/// they act, and says so in `Degraded` (reason `CertificatesFailed`);
+/// once the key is back, the next pass clears it.
+async fn unusable_ca_is_reported(h: &Harness) -> TestResult {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.namespace);
+    let name = format!("{CLUSTER}-ca");
+    let original = secrets.get(&name).await?;
+    let key = original
+        .data
+        .as_ref()
+        .and_then(|d| d.get("ca.key"))
+        .cloned()
+        .ok_or("the CA Secret has no ca.key")?;
+    let set_key = |value: ByteString| json!({ "data": { "ca.key": value } });
+    secrets
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(set_key(ByteString(b"not a key".to_vec()))),
+        )
+        .await?;
+    h.annotate_cluster(CLUSTER, "e2e/poke", "unusable-ca")
+        .await?;
+    let degraded = |reason: &'static str| {
+        let clusters: Api<EtcdCluster> = Api::namespaced(h.client.clone(), &h.namespace);
+        async move {
+            let status = clusters.get(CLUSTER).await?.status.unwrap_or_default();
+            let found = status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Degraded")
+                .filter(|c| c.reason == reason)
+                .map(|c| c.message.clone());
+            TestResult::Ok(found)
+        }
+    };
+    wait_for(
+        "Degraded with reason CertificatesFailed",
+        Duration::from_secs(60),
+        || async { Ok(degraded("CertificatesFailed").await?.is_some()) },
+    )
+    .await?;
+    let message = degraded("CertificatesFailed").await?.unwrap_or_default();
+    eprintln!("with an unusable CA key: {message}");
+    assert!(
+        message.contains("ca.key") || message.contains("CA"),
+        "{message}"
+    );
+    secrets
+        .patch(&name, &PatchParams::default(), &Patch::Merge(set_key(key)))
+        .await?;
+    h.annotate_cluster(CLUSTER, "e2e/poke", "ca-back").await?;
+    wait_for(
+        "Degraded cleared once the CA key is back",
+        Duration::from_secs(60),
+        || async { Ok(degraded("AsExpected").await?.is_some()) },
+    )
+    .await?;
     Ok(())
 }
 

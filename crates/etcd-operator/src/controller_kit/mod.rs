@@ -5,6 +5,8 @@
 //! - [`scope`]: the namespace a controller watches, and untyped watches;
 //! - [`unreadable`]: decoding an untyped object, and reporting one this
 //!   operator cannot read on that object alone;
+//! - [`blocked`]: a pass that stops before planning says why in one
+//!   condition on the object;
 //! - [`conditions`]: conditions whose transition time moves only with
 //!   their status (pure);
 //! - [`status_writer`]: the server-side apply of a whole status, skipped
@@ -16,6 +18,7 @@
 //! Nothing here knows a resource kind of this operator: the kit sits below
 //! the API types, the planner and the controllers.
 
+pub mod blocked;
 pub mod category;
 pub mod conditions;
 pub mod events;

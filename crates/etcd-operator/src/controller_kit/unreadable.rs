@@ -18,11 +18,11 @@
 use std::fmt;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::{Event, Recorder};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::events::{self, truncate};
 
@@ -123,26 +123,24 @@ pub async fn report(
     let event = event(&resource.kind, noun, &name, unreadable);
     events::publish(recorder, &reference, &event).await;
 
-    let Some(conditions) = unreadable_conditions(
-        object.data.get("status"),
-        unreadable,
-        noun,
-        object.metadata.generation,
-        Timestamp::now(),
-    ) else {
-        return;
-    };
-    // Only the conditions, over the status that was read.
-    let patch = json!({
-        "metadata": { "resourceVersion": object.metadata.resource_version },
-        "status": { "conditions": conditions },
-    });
-    if let Err(error) = objects
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        tracing::debug!(kind = %resource.kind, %name, "cannot set the Unreadable condition: {error}");
-    }
+    let message = unreadable_message(unreadable, noun);
+    super::blocked::set_condition(
+        objects,
+        resource,
+        object,
+        UNREADABLE_CONDITION,
+        unreadable.reason(),
+        &message,
+    )
+    .await;
+}
+
+/// The message of the [`UNREADABLE_CONDITION`] condition.
+fn unreadable_message(unreadable: &Unreadable, noun: &str) -> String {
+    truncate(&format!(
+        "this operator cannot read {}: {}; it takes no action on this {noun} until the object changes",
+        unreadable.path, unreadable.message
+    ))
 }
 
 /// The `status.conditions` to write on an unreadable object: its current
@@ -156,47 +154,14 @@ pub fn unreadable_conditions(
     generation: Option<i64>,
     now: Timestamp,
 ) -> Option<Vec<Value>> {
-    let current = match status.and_then(|s| s.get("conditions")) {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(conditions)) => conditions.clone(),
-        Some(_) => return None,
-    };
-    let message = truncate(&format!(
-        "this operator cannot read {}: {}; it takes no action on this {noun} until the object changes",
-        unreadable.path, unreadable.message
-    ));
-    let reason = unreadable.reason();
-    let old = current
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(UNREADABLE_CONDITION));
-    let field = |c: &Value, name: &str| c.get(name).and_then(Value::as_str).map(str::to_owned);
-    if let Some(old) = old
-        && field(old, "status").as_deref() == Some("True")
-        && field(old, "reason").as_deref() == Some(reason)
-        && field(old, "message").as_deref() == Some(message.as_str())
-    {
-        return None;
-    }
-    let since = old
-        .filter(|c| field(c, "status").as_deref() == Some("True"))
-        .and_then(|c| field(c, "lastTransitionTime"))
-        .unwrap_or_else(|| now.to_string());
-    let mut condition = json!({
-        "type": UNREADABLE_CONDITION,
-        "status": "True",
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": since,
-    });
-    if let Some(generation) = generation {
-        condition["observedGeneration"] = json!(generation);
-    }
-    let mut conditions: Vec<Value> = current
-        .into_iter()
-        .filter(|c| c.get("type").and_then(Value::as_str) != Some(UNREADABLE_CONDITION))
-        .collect();
-    conditions.push(condition);
-    Some(conditions)
+    super::blocked::conditions_with(
+        status,
+        UNREADABLE_CONDITION,
+        unreadable.reason(),
+        &unreadable_message(unreadable, noun),
+        generation,
+        now,
+    )
 }
 
 /// serde_json appends " at line L column C", meaningless to a reader of the
@@ -322,6 +287,7 @@ mod tests {
     use super::test_objects::{cluster_json, object};
     use super::*;
     use crate::api::EtcdCluster;
+    use serde_json::json;
     use kube::runtime::events::EventType;
 
     #[test]

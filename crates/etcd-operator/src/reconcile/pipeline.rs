@@ -86,13 +86,20 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
 
     network_policy::ensure(ctx, &cluster, &namespace).await;
     let transport = transport::facts(&ctx.client, &cluster).await?;
-    let tls = tls_material::ensure(
+    let tls = match tls_material::ensure(
         &ctx.client,
         &cluster,
         &ctx.config.cluster_domain,
         transport.intent.tls,
     )
-    .await?;
+    .await
+    {
+        Ok(tls) => tls,
+        Err(error) => {
+            report_certificates_failed(ctx, &objects, &object, &error).await;
+            return Err(error.into());
+        }
+    };
     // Clients use TLS once every member serves it; plain HTTP before.
     let etcd_settings = ConnectSettings {
         tls: tls
@@ -208,6 +215,40 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
         return Err(error.into());
     }
     Ok(requeue(ctx, &plan))
+}
+
+/// The reason of `Degraded` while the certificates of a TLS cluster cannot
+/// be issued or stored (the pass stops before it observes: nothing is
+/// created without them).
+pub const CERTIFICATES_FAILED_REASON: &str = "CertificatesFailed";
+
+/// Says on the cluster why its pass stopped at the certificates: a
+/// Warning Event and `Degraded` with the error.
+async fn report_certificates_failed(
+    ctx: &Context,
+    objects: &Api<DynamicObject>,
+    object: &DynamicObject,
+    error: &tls_material::TlsMaterialError,
+) {
+    let message = format!(
+        "the certificates cannot be issued or stored: {error}; the operator takes no other step for this cluster until they can"
+    );
+    let reference = object.object_ref(&cluster_resource());
+    publish(
+        ctx,
+        &reference,
+        events::warning("IssueCertificates", CERTIFICATES_FAILED_REASON, &message),
+    )
+    .await;
+    crate::controller_kit::blocked::set_condition(
+        objects,
+        &cluster_resource(),
+        object,
+        crate::api::ConditionType::Degraded.as_str(),
+        CERTIFICATES_FAILED_REASON,
+        &message,
+    )
+    .await;
 }
 
 /// Reads the cluster by name; `None` when it is gone.
