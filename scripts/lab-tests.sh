@@ -42,7 +42,7 @@ expected_seconds() {
 	e2e_tls_migration) echo 255 ;;
 	e2e_ca_rotation) echo 180 ;;
 	e2e_tls) echo 120 ;;
-	e2e_network_policy) echo 80 ;;
+	e2e_network_policy) echo 90 ;;
 	e2e_node_deleted) echo 52 ;;
 	lab) echo 23 ;;
 	disk_full) echo 15 ;;

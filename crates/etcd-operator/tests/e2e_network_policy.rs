@@ -22,9 +22,11 @@
 //!   metrics port opens (open to all by default: the prober's packets do
 //!   reach the members).
 //!
-//! Then `clientsFrom` is emptied: the named namespace is refused within
-//! seconds; `enabled: false` deletes the policy and every namespace gets
-//! in. The cluster stays Available throughout.
+//! The lab's client namespace (`etcd-lab exec`, outside the Pod network)
+//! is dropped too, until `clientsFrom` names its address in an `ipBlock`.
+//! Then `clientsFrom` is emptied: the named namespace and the address are
+//! refused within seconds; `enabled: false` deletes the policy and every
+//! namespace gets in. The cluster stays Available throughout.
 
 use std::time::{Duration, Instant};
 
@@ -36,12 +38,14 @@ use serde_json::json;
 use test_kit::TestResult;
 use test_kit::e2e::installed_operator::InstalledOperator;
 use test_kit::e2e::{Harness, cluster_spec_with};
-use test_kit::prober::{Prober, Reach};
+use test_kit::prober::{Prober, Reach, reach_from_client_namespace};
 
 const CLUSTER: &str = "guarded";
 const CLIENT_PORT: u16 = 2379;
 const PEER_PORT: u16 = 2380;
 const METRICS_PORT: u16 = 2381;
+/// The subnet of the lab's client namespace.
+const CLIENT_SUBNET: &str = "10.244.250.0/24";
 
 #[test]
 fn only_the_namespaces_a_cluster_names_reach_its_members() {
@@ -182,6 +186,22 @@ async fn checks(h: &Harness) -> TestResult {
     }
     eprintln!("writes: {} through, {} refused", allowed.id, outside.id);
 
+    // Outside the Pod network: only an ipBlock lets an address in.
+    expect(&ClientNamespace, &member, CLIENT_PORT, Reach::TimedOut).await?;
+    let allowed_namespace = json!({"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": namespaces.allowed
+    }}});
+    h.patch_spec(
+        CLUSTER,
+        json!({"networkPolicy": {"clientsFrom": [
+            allowed_namespace,
+            {"ipBlock": {"cidr": CLIENT_SUBNET}}
+        ]}}),
+    )
+    .await?;
+    becomes(&ClientNamespace, &member, CLIENT_PORT, Reach::Open).await?;
+    expect(&ClientNamespace, &member, PEER_PORT, Reach::TimedOut).await?;
+
     // The operator follows spec changes and the lab follows the policy.
     let changed = Instant::now();
     h.patch_spec(CLUSTER, json!({"networkPolicy": {"clientsFrom": null}}))
@@ -192,6 +212,7 @@ async fn checks(h: &Harness) -> TestResult {
         allowed.id,
         changed.elapsed()
     );
+    expect(&ClientNamespace, &member, CLIENT_PORT, Reach::TimedOut).await?;
     let changed = Instant::now();
     h.patch_spec(CLUSTER, json!({"networkPolicy": {"enabled": false}}))
         .await?;
@@ -234,30 +255,57 @@ async fn the_policy_is_the_clusters(h: &Harness) -> TestResult {
     Ok(())
 }
 
+/// Where connections come from.
+trait Source {
+    fn name(&self) -> String;
+    async fn reach(&self, host: &str, port: u16) -> TestResult<Reach>;
+}
+
+impl Source for Prober {
+    fn name(&self) -> String {
+        self.id.clone()
+    }
+    async fn reach(&self, host: &str, port: u16) -> TestResult<Reach> {
+        Prober::reach(self, host, port).await
+    }
+}
+
+/// The lab's client namespace, outside the Pod network.
+struct ClientNamespace;
+
+impl Source for ClientNamespace {
+    fn name(&self) -> String {
+        format!("the client namespace ({CLIENT_SUBNET})")
+    }
+    async fn reach(&self, host: &str, port: u16) -> TestResult<Reach> {
+        reach_from_client_namespace(host, port).await
+    }
+}
+
 /// `prober` meets `expected` at `host:port` now.
-async fn expect(prober: &Prober, host: &str, port: u16, expected: Reach) -> TestResult {
+async fn expect(prober: &impl Source, host: &str, port: u16, expected: Reach) -> TestResult {
     let got = prober.reach(host, port).await?;
-    eprintln!("{} -> {host}:{port}: {got:?}", prober.id);
+    eprintln!("{} -> {host}:{port}: {got:?}", prober.name());
     if got == expected {
         Ok(())
     } else {
         Err(format!(
             "{} -> {host}:{port}: {got:?}, expected {expected:?}",
-            prober.id
+            prober.name()
         )
         .into())
     }
 }
 
 /// `prober` meets `expected` at `host:port` within 60 s.
-async fn becomes(prober: &Prober, host: &str, port: u16, expected: Reach) -> TestResult {
+async fn becomes(prober: &impl Source, host: &str, port: u16, expected: Reach) -> TestResult {
     let started = Instant::now();
     loop {
         let got = prober.reach(host, port).await?;
         if got == expected {
             eprintln!(
                 "{} -> {host}:{port}: {got:?} after {:?}",
-                prober.id,
+                prober.name(),
                 started.elapsed()
             );
             return Ok(());
@@ -265,7 +313,7 @@ async fn becomes(prober: &Prober, host: &str, port: u16, expected: Reach) -> Tes
         if started.elapsed() > Duration::from_secs(60) {
             return Err(format!(
                 "{} -> {host}:{port}: still {got:?} after {:?}, expected {expected:?}",
-                prober.id,
+                prober.name(),
                 started.elapsed()
             )
             .into());

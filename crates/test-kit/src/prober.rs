@@ -26,10 +26,13 @@ use crate::poll::wait_for;
 pub const CLIENT_TLS_DIR: &str = "/var/run/etcd-client";
 const PORT: u16 = 8080;
 
-/// The prober's program.
-pub const PROGRAM: &str = r#"
-import base64, http.server, json, socket, ssl, urllib.parse, urllib.request
-TLS = "/var/run/etcd-client"
+/// The network namespace where `etcd-lab exec` runs commands: the lab's
+/// client, outside the Pod network (`10.244.250.2`).
+pub const CLIENT_NETNS: &str = "etcdlab-client";
+
+/// How the prober judges a connection attempt.
+const REACH: &str = r#"
+import socket
 def reach(host, port):
     try:
         socket.create_connection((host, int(port)), timeout=3).close()
@@ -40,6 +43,12 @@ def reach(host, port):
         return "refused"
     except OSError as e:
         return "error: %s" % e
+"#;
+
+/// The prober's server, after [`REACH`].
+const SERVER: &str = r#"
+import base64, http.server, json, ssl, urllib.parse, urllib.request
+TLS = "/var/run/etcd-client"
 def etcd(url, path, body):
     context = ssl.create_default_context(cafile=TLS + "/ca.crt")
     context.load_cert_chain(TLS + "/tls.crt", TLS + "/tls.key")
@@ -77,6 +86,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("", 8080), Handler).serve_forever()
 "#;
 
+/// Opens a connection to `host:port` from [`CLIENT_NETNS`], as a client
+/// outside the Pod network would.
+pub async fn reach_from_client_namespace(host: &str, port: u16) -> TestResult<Reach> {
+    let program = format!("{REACH}\nimport sys\nprint(reach(sys.argv[1], sys.argv[2]))");
+    let output = tokio::process::Command::new("ip")
+        .args(["netns", "exec", CLIENT_NETNS, "/usr/bin/python3", "-c"])
+        .arg(program)
+        .arg(host)
+        .arg(port.to_string())
+        .output()
+        .await?;
+    if !output.status.success() {
+        return Err(format!(
+            "reach from {CLIENT_NETNS}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    Ok(Reach::of(String::from_utf8_lossy(&output.stdout).trim()))
+}
+
 /// What a connection attempt from the prober met.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reach {
@@ -88,6 +118,18 @@ pub enum Reach {
     Refused,
     /// Anything else, as the prober said it.
     Other(String),
+}
+
+impl Reach {
+    /// The prober's word for it.
+    fn of(answer: &str) -> Self {
+        match answer {
+            "open" => Self::Open,
+            "timeout" => Self::TimedOut,
+            "refused" => Self::Refused,
+            other => Self::Other(other.to_owned()),
+        }
+    }
 }
 
 /// A prober Pod, by its address.
@@ -122,7 +164,7 @@ impl Prober {
                 "containers": [{
                     "name": "prober",
                     "image": "lab.local/host",
-                    "command": ["/usr/bin/python3", "-u", "-c", PROGRAM],
+                    "command": ["/usr/bin/python3", "-u", "-c", format!("{REACH}{SERVER}")],
                     "ports": [{"name": "http", "containerPort": PORT}],
                     "readinessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 1},
                     "volumeMounts": mounts,
@@ -154,12 +196,7 @@ impl Prober {
         let answer = self
             .ask(&format!("/reach?host={}&port={port}", query(host)))
             .await?;
-        Ok(match answer.as_str() {
-            "open" => Reach::Open,
-            "timeout" => Reach::TimedOut,
-            "refused" => Reach::Refused,
-            _ => Reach::Other(answer),
-        })
+        Ok(Reach::of(&answer))
     }
 
     /// Writes `key` = `value` through etcd's gateway at `url`.
