@@ -356,7 +356,21 @@ fn catalogue() -> Vec<Invalid> {
     let etcd = |e: Value| cluster(json!({ "etcd": e }));
     let size = |s: Value| cluster(json!({ "storage": { "size": s } }));
     let long = format!("a{}", "b".repeat(56));
+    let network_policy = |n: Value| cluster(json!({ "networkPolicy": n }));
     vec![
+        // EtcdCluster: the NetworkPolicy's peers.
+        invalid(
+            Cluster,
+            network_policy(json!({ "clientsFrom": [{}] })),
+            "each entry of networkPolicy.clientsFrom needs podSelector, namespaceSelector or ipBlock",
+        ),
+        invalid(
+            Cluster,
+            network_policy(json!({ "metricsFrom": [
+                { "ipBlock": { "cidr": "10.0.0.0/8" }, "podSelector": {} }
+            ] })),
+            "an entry of networkPolicy.metricsFrom with ipBlock cannot also have podSelector or namespaceSelector",
+        ),
         // EtcdCluster: storage.
         invalid(
             Cluster,
@@ -875,6 +889,18 @@ fn accepted() -> Vec<(Kind, String, Value)> {
             Cluster,
             "secure".into(),
             cluster(json!({ "tls": { "builtIn": {} } })),
+        ),
+        (
+            Cluster,
+            "isolated".into(),
+            cluster(json!({ "networkPolicy": {
+                "clientsFrom": [
+                    { "namespaceSelector": { "matchLabels": { "team": "db" } },
+                      "podSelector": { "matchExpressions": [{ "key": "app", "operator": "In", "values": ["api"] }] } },
+                    { "ipBlock": { "cidr": "10.244.250.0/24", "except": ["10.244.250.128/25"] } }
+                ],
+                "metricsFrom": []
+            } })),
         ),
         (
             Backup,
