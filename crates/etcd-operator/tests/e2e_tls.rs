@@ -360,7 +360,7 @@ async fn unusable_ca_is_reported(h: &Harness) -> TestResult {
     let message = degraded("CertificatesFailed").await?.unwrap_or_default();
     eprintln!("with an unusable CA key: {message}");
     assert!(
-        message.contains("ca.key") || message.contains("CA"),
+        message.contains(&format!("Secret {CLUSTER}-ca")),
         "{message}"
     );
     secrets
