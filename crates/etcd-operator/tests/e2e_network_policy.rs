@@ -116,34 +116,11 @@ async fn checks(h: &Harness) -> TestResult {
     );
     the_policy_is_the_clusters(h).await?;
 
-    // The cluster's client certificate, where the probers run.
-    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.namespace);
-    let client_secret = format!("{CLUSTER}-client-tls");
-    let secret = secrets.get(&client_secret).await?;
-    for namespace in [&namespaces.allowed, &namespaces.outside] {
-        let copy: Secret = serde_json::from_value(json!({
-            "metadata": {"name": client_secret},
-            "data": secret.data,
-        }))?;
-        Api::<Secret>::namespaced(h.client.clone(), namespace)
-            .create(&PostParams::default(), &copy)
-            .await?;
-    }
-    let inside = Prober::start(&h.client, &h.namespace, "prober", Some(&client_secret)).await?;
-    let allowed = Prober::start(
-        &h.client,
-        &namespaces.allowed,
-        "prober",
-        Some(&client_secret),
-    )
-    .await?;
-    let outside = Prober::start(
-        &h.client,
-        &namespaces.outside,
-        "prober",
-        Some(&client_secret),
-    )
-    .await?;
+    let Probers {
+        inside,
+        allowed,
+        outside,
+    } = probers(h, &namespaces).await?;
 
     let members = h.member_ips(CLUSTER).await?;
     let member = members.first().ok_or("no member address")?.clone();
@@ -237,6 +214,37 @@ async fn checks(h: &Harness) -> TestResult {
         namespace_api.delete(name, &DeleteParams::default()).await?;
     }
     Ok(())
+}
+
+/// A prober Pod in each namespace of the scenario.
+struct Probers {
+    inside: Prober,
+    allowed: Prober,
+    outside: Prober,
+}
+
+/// The probers, each with the cluster's client certificate (copied into
+/// the other namespaces): what the network refuses, it refuses to a client
+/// that etcd would accept.
+async fn probers(h: &Harness, namespaces: &Namespaces) -> TestResult<Probers> {
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.namespace);
+    let client_secret = format!("{CLUSTER}-client-tls");
+    let secret = secrets.get(&client_secret).await?;
+    for namespace in [&namespaces.allowed, &namespaces.outside] {
+        let copy: Secret = serde_json::from_value(json!({
+            "metadata": {"name": client_secret},
+            "data": secret.data,
+        }))?;
+        Api::<Secret>::namespaced(h.client.clone(), namespace)
+            .create(&PostParams::default(), &copy)
+            .await?;
+    }
+    let mounted = Some(client_secret.as_str());
+    Ok(Probers {
+        inside: Prober::start(&h.client, &h.namespace, "prober", mounted).await?,
+        allowed: Prober::start(&h.client, &namespaces.allowed, "prober", mounted).await?,
+        outside: Prober::start(&h.client, &namespaces.outside, "prober", mounted).await?,
+    })
 }
 
 /// The NetworkPolicy `<cluster>-members` exists and the cluster owns it.
