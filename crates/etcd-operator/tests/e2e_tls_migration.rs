@@ -219,6 +219,13 @@ async fn scenario(h: &mut Harness) -> TestResult {
         pods: h.pods.clone(),
         server_name: client_service_name(h, CLUSTER),
     };
+    // Available says quorum; the writer dials members whose Pod is Ready.
+    wait_for(
+        "the members' Pods to be Ready",
+        Duration::from_secs(60),
+        || async { Ok(user.ready_ips().await.is_ok_and(|ips| ips.len() == 3)) },
+    )
+    .await?;
     let mut plain = user.http().await?;
     let identity = member_ids(&mut plain).await?;
     assert!(

@@ -287,8 +287,8 @@ mod tests {
     use super::test_objects::{cluster_json, object};
     use super::*;
     use crate::api::EtcdCluster;
-    use serde_json::json;
     use kube::runtime::events::EventType;
+    use serde_json::json;
 
     #[test]
     fn a_readable_object_decodes() {
