@@ -6,10 +6,7 @@ use crate::transport::Transport;
 
 /// The default DNS domain of a Kubernetes cluster.
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
-/// etcd's client port.
-pub const CLIENT_PORT: u16 = 2379;
-/// etcd's peer port.
-pub const PEER_PORT: u16 = 2380;
+pub use crate::transport::{CLIENT_PORT, PEER_PORT};
 /// Port of etcd's `/metrics`, `/livez`, `/readyz` and `/health` (plain HTTP,
 /// `--listen-metrics-urls`), independent of the TLS of the client port.
 pub const METRICS_PORT: u16 = 2381;

@@ -23,6 +23,7 @@ pub mod rules;
 mod status;
 mod storage;
 mod tls;
+pub mod transport_choice;
 pub mod tuning;
 pub mod version;
 

@@ -522,7 +522,7 @@ pub async fn read_operator_tls(
     cluster: &EtcdCluster,
     cluster_domain: &str,
 ) -> Result<Option<Arc<ClientTls>>, TlsMaterialError> {
-    if !crate::transport::recorded(cluster).clients_use_tls() {
+    if !crate::api::transport_choice::recorded(cluster).clients_use_tls() {
         return Ok(None);
     }
     let addressing = tls_addressing(cluster, cluster_domain);

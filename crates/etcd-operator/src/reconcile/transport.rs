@@ -9,6 +9,7 @@ use kube::{Api, Client, ResourceExt};
 use super::error::ObserveError;
 use crate::api::EtcdCluster;
 use crate::api::identity::{ORDINAL_LABEL, cluster_selector};
+use crate::api::transport_choice;
 use crate::transport::{self, Intent, Transport};
 
 /// What a pass knows of the transport before it reads the member list.
@@ -54,15 +55,15 @@ pub async fn facts(client: &Client, cluster: &EtcdCluster) -> Result<TransportFa
         Some(_) => Vec::new(),
         None => member_pod_stages(client, cluster).await?,
     };
-    let running = transport::running(
+    let running = transport_choice::running(
         recorded,
         pods,
         cluster.spec.tls.as_ref(),
-        transport::bootstrapped(status),
+        transport_choice::bootstrapped(status),
     );
     Ok(TransportFacts {
         running,
-        intent: transport::intent(cluster.spec.tls.as_ref(), running),
+        intent: transport_choice::intent(cluster.spec.tls.as_ref(), running),
     })
 }
 

@@ -17,7 +17,7 @@ pub enum Request {
 
 pub async fn run(target: &Target, name: &str, request: Request) -> Result<(), Failure> {
     let cluster = get_cluster(target, name).await?;
-    if !etcd_operator::transport::recorded(&cluster).serves_tls() {
+    if !etcd_operator::api::transport_choice::recorded(&cluster).serves_tls() {
         return Err(Failure::new(
             format!("{name} serves plain HTTP: it has no certificates"),
             "turn TLS on first: set `spec.tls: {builtIn: {}}` and wait for status.transport to read Tls (docs/security.md)",

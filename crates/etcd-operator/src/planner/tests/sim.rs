@@ -1044,13 +1044,13 @@ impl Sim {
     /// derives it: the stage status recorded (else the Pods', else the
     /// spec's), moved on by the member list's peer URLs.
     pub fn transport(&self) -> crate::planner::TransportObservation {
-        let running = crate::transport::running(
+        let running = crate::api::transport_choice::running(
             self.status.transport,
             self.pods.values().map(|p| p.transport),
             self.spec.tls.as_ref(),
-            crate::transport::bootstrapped(Some(&self.status)),
+            crate::api::transport_choice::bootstrapped(Some(&self.status)),
         );
-        let intent = crate::transport::intent(self.spec.tls.as_ref(), running);
+        let intent = crate::api::transport_choice::intent(self.spec.tls.as_ref(), running);
         let urls =
             (!self.members.is_empty()).then(|| self.members.iter().map(|m| m.peer_url.as_str()));
         crate::planner::TransportObservation {
