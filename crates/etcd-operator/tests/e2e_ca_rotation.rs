@@ -30,12 +30,13 @@ use etcd_operator::api::EtcdCluster;
 use kube::Api;
 use serde_json::json;
 use test_kit::TestResult;
-use test_kit::e2e::{Harness, cluster_spec_with};
+use test_kit::e2e::{Harness, cluster_spec_with, keys_under};
 use test_kit::poll::wait_for;
 use test_kit::tls_client::{
     ClientMaterial, client_material, client_service_name, connect, read_client_material,
     served_certificate, tls_client,
 };
+use test_kit::writer::ready_ips_of;
 
 const CLUSTER: &str = "rotating";
 const PREFIX: &str = "/rotating/";
@@ -151,17 +152,12 @@ impl UserSide {
 
     /// A client on the members whose Pod is Ready now.
     async fn client(&self, m: &ClientMaterial) -> TestResult<Client> {
-        let pods = self
-            .pods
-            .list(&kube::api::ListParams::default().labels(&format!(
-                "durable-etcd.io/cluster={CLUSTER},app.kubernetes.io/name=etcd"
-            )))
-            .await?;
-        let endpoints: Vec<String> = pods
-            .items
-            .iter()
-            .filter(|p| test_kit::conditions::pod_ready(p))
-            .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
+        let list = kube::api::ListParams::default().labels(&format!(
+            "durable-etcd.io/cluster={CLUSTER},app.kubernetes.io/name=etcd"
+        ));
+        let endpoints: Vec<String> = ready_ips_of(&self.pods, &list)
+            .await?
+            .into_iter()
             .map(|ip| format!("https://{ip}:2379"))
             .collect();
         if endpoints.is_empty() {
@@ -341,14 +337,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
     );
 
     // Every acknowledged write is there.
-    let stored = new_user
-        .get(PREFIX, Some(etcd_client::GetOptions::new().with_prefix()))
-        .await?;
-    let stored: BTreeSet<String> = stored
-        .kvs()
-        .iter()
-        .filter_map(|kv| kv.key_str().ok().map(str::to_owned))
-        .collect();
+    let stored = keys_under(&mut new_user, PREFIX).await?;
     let lost: Vec<usize> = counts
         .acknowledged
         .iter()

@@ -29,11 +29,12 @@ use etcd_operator::transport::Transport;
 use kube::Api;
 use serde_json::json;
 use test_kit::TestResult;
-use test_kit::e2e::{Harness, cluster_spec_with, etcd_at};
+use test_kit::e2e::{Harness, cluster_spec_with, etcd_at, keys_under};
 use test_kit::poll::wait_for;
 use test_kit::tls_client::{
     ClientMaterial, client_material, client_service_name, connect, read_client_material, tls_client,
 };
+use test_kit::writer::ready_ips_of;
 
 const CLUSTER: &str = "migrating";
 const PREFIX: &str = "/migrating/";
@@ -77,18 +78,7 @@ struct UserSide {
 
 impl UserSide {
     async fn ready_ips(&self) -> TestResult<Vec<String>> {
-        let pods = self
-            .pods
-            .list(&kube::api::ListParams::default().labels(&format!(
-                "durable-etcd.io/cluster={CLUSTER},app.kubernetes.io/name=etcd"
-            )))
-            .await?;
-        let ips: Vec<String> = pods
-            .items
-            .iter()
-            .filter(|p| test_kit::conditions::pod_ready(p))
-            .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
-            .collect();
+        let ips = ready_ips_of(&self.pods, &members()).await?;
         if ips.is_empty() {
             return Err("no member is ready".into());
         }
@@ -121,6 +111,13 @@ impl UserSide {
             .collect();
         etcd_at(endpoints).await
     }
+}
+
+/// The cluster's member Pods.
+fn members() -> kube::api::ListParams {
+    kube::api::ListParams::default().labels(&format!(
+        "durable-etcd.io/cluster={CLUSTER},app.kubernetes.io/name=etcd"
+    ))
 }
 
 /// Writes `<PREFIX>NNNNNN` until `stop`, as described in the module.
@@ -332,14 +329,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
     );
 
     // Every acknowledged write is there.
-    let stored = secure
-        .get(PREFIX, Some(etcd_client::GetOptions::new().with_prefix()))
-        .await?;
-    let stored: BTreeSet<String> = stored
-        .kvs()
-        .iter()
-        .filter_map(|kv| kv.key_str().ok().map(str::to_owned))
-        .collect();
+    let stored = keys_under(&mut secure, PREFIX).await?;
     let lost: Vec<usize> = counts
         .acknowledged
         .iter()

@@ -138,6 +138,15 @@ pub async fn ready_endpoints(pods: &Api<Pod>) -> TestResult<Vec<String>> {
 
 /// [`ready_endpoints`] of the Pods `list` selects.
 pub async fn ready_endpoints_of(pods: &Api<Pod>, list: &ListParams) -> TestResult<Vec<String>> {
+    Ok(ready_ips_of(pods, list)
+        .await?
+        .into_iter()
+        .map(|ip| format!("http://{ip}:2379"))
+        .collect())
+}
+
+/// The Pod IPs of the ready, not terminating Pods `list` selects.
+pub async fn ready_ips_of(pods: &Api<Pod>, list: &ListParams) -> TestResult<Vec<String>> {
     Ok(pods
         .list(list)
         .await?
@@ -145,7 +154,6 @@ pub async fn ready_endpoints_of(pods: &Api<Pod>, list: &ListParams) -> TestResul
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p))
         .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
-        .map(|ip| format!("http://{ip}:2379"))
         .collect())
 }
 

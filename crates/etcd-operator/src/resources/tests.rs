@@ -20,7 +20,13 @@ spec:
 "#;
 
 fn cluster() -> EtcdCluster {
-    serde_saphyr::from_str(CLUSTER).expect("valid EtcdCluster")
+    cluster_with("")
+}
+
+/// The test cluster with `spec` (YAML lines indented under `spec:`)
+/// added.
+pub(super) fn cluster_with(spec: &str) -> EtcdCluster {
+    serde_saphyr::from_str(&format!("{CLUSTER}{spec}\n")).expect("valid EtcdCluster")
 }
 
 fn identity() -> MemberIdentity {

@@ -212,6 +212,21 @@ impl Harness {
     }
 }
 
+/// Every key under `prefix`, as `client` reads it.
+pub async fn keys_under(
+    client: &mut etcd_client::Client,
+    prefix: &str,
+) -> TestResult<std::collections::BTreeSet<String>> {
+    let read = client
+        .get(prefix, Some(etcd_client::GetOptions::new().with_prefix()))
+        .await?;
+    Ok(read
+        .kvs()
+        .iter()
+        .filter_map(|kv| kv.key_str().ok().map(str::to_owned))
+        .collect())
+}
+
 /// An etcd client on these endpoints (connect within 2 s, requests within 5 s).
 pub async fn etcd_at(endpoints: Vec<String>) -> TestResult<etcd_client::Client> {
     let options = etcd_client::ConnectOptions::new()

@@ -33,6 +33,15 @@ fn peer_urls(sim: &Sim) -> Vec<String> {
     sim.members.iter().map(|m| m.peer_url.clone()).collect()
 }
 
+fn assert_every_peer_url_is_tls_on_2380(sim: &Sim) {
+    let urls = peer_urls(sim);
+    assert!(
+        urls.iter()
+            .all(|u| u.starts_with("https://") && u.ends_with(":2380")),
+        "{urls:?}"
+    );
+}
+
 #[test]
 fn a_new_cluster_serves_tls_by_default() {
     let mut sim = Sim::new(3, 5, Volumes::Network);
@@ -40,13 +49,7 @@ fn a_new_cluster_serves_tls_by_default() {
     sim.run(60);
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
     assert_eq!(sim.status.transport, Some(Transport::Tls));
-    assert!(
-        peer_urls(&sim)
-            .iter()
-            .all(|u| u.starts_with("https://") && u.ends_with(":2380")),
-        "{:?}",
-        peer_urls(&sim)
-    );
+    assert_every_peer_url_is_tls_on_2380(&sim);
     assert!(sim.pods.values().all(|p| p.transport == Transport::Tls));
 }
 
@@ -76,13 +79,7 @@ fn turning_tls_on_rolls_the_members_through_each_stage_and_moves_every_peer_url_
         .collect();
     assert_eq!(sequence, expected);
     assert_eq!(sim.status.transport, Some(Transport::Tls));
-    assert!(
-        peer_urls(&sim)
-            .iter()
-            .all(|u| u.starts_with("https://") && u.ends_with(":2380")),
-        "{:?}",
-        peer_urls(&sim)
-    );
+    assert_every_peer_url_is_tls_on_2380(&sim);
     assert!(sim.pods.values().all(|p| p.transport == Transport::Tls));
     assert!(all_on_the_spec(&sim));
     assert_eq!(

@@ -9,23 +9,7 @@ use crate::planner::Bootstrap;
 use crate::resources::{MemberAddressing, member_pod};
 
 fn cluster(spec: &str) -> EtcdCluster {
-    serde_saphyr::from_str(&format!(
-        r#"
-apiVersion: durable-etcd.io/v1alpha1
-kind: EtcdCluster
-metadata:
-  name: demo
-  namespace: prod
-  uid: 1234-5678
-spec:
-  replicas: 3
-  storage:
-    storageClassName: lab-network
-    size: 2Gi
-{spec}
-"#
-    ))
-    .expect("valid EtcdCluster")
+    crate::resources::tests::cluster_with(spec)
 }
 
 fn policy(spec: &str) -> NetworkPolicy {
