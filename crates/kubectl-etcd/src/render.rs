@@ -434,9 +434,10 @@ fn transport_note(transport: &str) -> &'static str {
     match transport {
         "Tls" => ": mutual TLS for clients and peers",
         "Plaintext" => ": plain HTTP, no client authentication",
-        "BridgingPeers" | "ReturningPeers" => {
-            ": turning TLS on; clients may use plain HTTP or TLS until it reads Tls"
+        "BridgingPeers" => {
+            ": turning TLS on; plain HTTP works until Tls, TLS on every member once this stage has rolled out"
         }
+        "ReturningPeers" => ": turning TLS on; TLS works, plain HTTP until Tls has rolled out",
         _ => "",
     }
 }

@@ -111,10 +111,12 @@ pub struct EtcdClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsStatus>,
 
-    /// What the members serve clients and peers on: `Plaintext`, `Tls`, or
+    /// The transport stage the members are moved to: `Plaintext`, `Tls`, or
     /// while TLS is turned on for a running plaintext cluster
-    /// `BridgingPeers` then `ReturningPeers` (clients may use either plain
-    /// HTTP or TLS during both; plain HTTP stops at `Tls`).
+    /// `BridgingPeers` then `ReturningPeers`. While `updatedMembers` is
+    /// below the member count, some members still run the stage before:
+    /// TLS works on every member once `BridgingPeers` has rolled out (and
+    /// throughout `ReturningPeers`); plain HTTP works until `Tls` has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<crate::transport::Transport>,
 }
