@@ -3,7 +3,12 @@
 # kube-controller-manager, kube-scheduler, kubectl, and etcd/etcdctl/etcdutl
 # for each etcd minor line) from the official Go modules under tools/, the
 # object-store servers of the backup tests (tools/s3-server, tools/gcs-server),
+# crane for the images and the lab's registry (tools/crane),
 # promtool for the alert rules' checks (tools/prometheus) and, with npm,
+# crane (go-containerregistry): writes the OCI images of `make image` and
+# serves the lab's registry, from which the lab's nodes pull them.
+build_set "$here/crane" "-s -w" github.com/google/go-containerregistry/cmd/crane
+
 # Azurite (tools/azurite/install.sh).
 #
 # Output goes to "$ETCD_LAB_CACHE/upstream/<module>-<pin hash>/", outside the
