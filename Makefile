@@ -1,5 +1,5 @@
 # Entry points. Everything runs as root (the lab creates network namespaces).
-.PHONY: deps setup upstream build static demo test bench down
+.PHONY: deps setup upstream build static image demo test bench down
 
 deps: ## system packages and the pinned upstream binaries
 	bash scripts/install-deps.sh
@@ -16,6 +16,9 @@ build:
 
 static: ## the statically linked operator binary of the container image
 	bash scripts/build-static.sh
+
+image: ## the OCI images of the operator and of each pinned etcd release, in target/images/ (no container engine)
+	bash scripts/build-images.sh
 
 demo: setup ## the lab with a durable etcd cluster surviving the loss of a majority
 	bash scripts/demo.sh
