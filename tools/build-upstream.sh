@@ -5,10 +5,6 @@
 # object-store servers of the backup tests (tools/s3-server, tools/gcs-server),
 # crane for the images and the lab's registry (tools/crane),
 # promtool for the alert rules' checks (tools/prometheus) and, with npm,
-# crane (go-containerregistry): writes the OCI images of `make image` and
-# serves the lab's registry, from which the lab's nodes pull them.
-build_set "$here/crane" "-s -w" github.com/google/go-containerregistry/cmd/crane
-
 # Azurite (tools/azurite/install.sh).
 #
 # Output goes to "$ETCD_LAB_CACHE/upstream/<module>-<pin hash>/", outside the
@@ -105,6 +101,10 @@ prom_version="$(echo "$prom_module" | awk -F. '{printf "%d.%d.%s", int($2 / 100)
 build_set "$here/prometheus" \
 	"-s -w -X github.com/prometheus/common/version.Version=$prom_version -X github.com/prometheus/common/version.Branch=HEAD" \
 	github.com/prometheus/prometheus/cmd/promtool
+
+# crane (go-containerregistry): writes the OCI images of `make image` and
+# serves the lab's registry, from which the lab's nodes pull them.
+build_set "$here/crane" "-s -w" github.com/google/go-containerregistry/cmd/crane
 
 # Azurite, the Azure Storage emulator, from npm (package-lock.json pinned).
 "$here/azurite/install.sh"
