@@ -19,6 +19,9 @@ pub(crate) struct NodeContext {
     volumes_in_use: Mutex<BTreeMap<String, Vec<String>>>,
     /// Wakes the node status loop (volumes in use changed).
     pub node_changed: Notify,
+    /// The pods that have a worker on this node: (namespace, name) -> uid,
+    /// for the kubelet API to find a pod by the name in its path.
+    pods: Mutex<BTreeMap<(String, String), String>>,
 }
 
 impl NodeContext {
@@ -29,6 +32,7 @@ impl NodeContext {
             cgroups,
             volumes_in_use: Mutex::new(BTreeMap::new()),
             node_changed: Notify::new(),
+            pods: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -59,5 +63,31 @@ impl NodeContext {
         all.sort();
         all.dedup();
         all
+    }
+
+    /// Records that pod `namespace/name` of uid `uid` has a worker (a pod
+    /// of the same name replaces an earlier one).
+    pub fn pod_started(&self, namespace: &str, name: &str, uid: &str) {
+        self.pods
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((namespace.to_owned(), name.to_owned()), uid.to_owned());
+    }
+
+    /// Forgets the pod of uid `uid` once its worker finished.
+    pub fn pod_finished(&self, uid: &str) {
+        self.pods
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, u| u != uid);
+    }
+
+    /// The uid of pod `namespace/name` while it has a worker on this node.
+    pub fn pod_uid(&self, namespace: &str, name: &str) -> Option<String> {
+        self.pods
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
     }
 }

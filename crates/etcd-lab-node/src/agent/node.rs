@@ -16,7 +16,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 
 use crate::config::AgentConfig;
-use crate::kubelet_api::KUBELET_PORT;
+use crate::kubelet_api::{DECLARED_FEATURES, KUBELET_PORT};
 use crate::node_context::NodeContext;
 
 /// Lease renewal period.
@@ -135,6 +135,10 @@ pub fn node_status(
                 "etcd-lab node agent is posting ready status",
             ),
         ]),
+        // What the kubelet API serves beyond the basics: with
+        // ExtendWebSocketsToKubelet the API server proxies exec WebSockets
+        // to it instead of translating them to SPDY.
+        declared_features: Some(DECLARED_FEATURES.iter().map(|f| (*f).to_owned()).collect()),
         daemon_endpoints: Some(NodeDaemonEndpoints {
             kubelet_endpoint: Some(DaemonEndpoint { port: KUBELET_PORT }),
         }),
@@ -314,5 +318,9 @@ mod tests {
         assert_eq!(ready.last_transition_time, Some(Time(t0)));
         assert_eq!(ready.last_heartbeat_time, Some(Time(t1)));
         assert_eq!(node_labels(&config)["topology.kubernetes.io/zone"], "z1");
+        assert_eq!(
+            s.declared_features.as_deref(),
+            Some(&["ExtendWebSocketsToKubelet".to_owned()][..])
+        );
     }
 }

@@ -21,7 +21,13 @@ pub(crate) async fn watch_pods(ctx: Arc<NodeContext>) {
     let mut workers: HashMap<String, PodHandle> = HashMap::new();
     let mut relisted: Option<Vec<String>> = None;
     while let Some(event) = stream.next().await {
-        workers.retain(|_, h| !h.task.is_finished());
+        workers.retain(|uid, h| {
+            let finished = h.task.is_finished();
+            if finished {
+                ctx.pod_finished(uid);
+            }
+            !finished
+        });
         match event {
             Ok(Event::Apply(pod)) | Ok(Event::InitApply(pod)) => {
                 let Some(uid) = pod.metadata.uid.clone() else {
@@ -36,6 +42,11 @@ pub(crate) async fn watch_pods(ctx: Arc<NodeContext>) {
                         let _ = h.updates.send(Some(pod));
                     }
                     None => {
+                        ctx.pod_started(
+                            pod.metadata.namespace.as_deref().unwrap_or("default"),
+                            pod.metadata.name.as_deref().unwrap_or(""),
+                            &uid,
+                        );
                         workers.insert(uid, worker::spawn(ctx.clone(), pod));
                     }
                 }
