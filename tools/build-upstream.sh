@@ -4,7 +4,8 @@
 # for each etcd minor line) from the official Go modules under tools/, the
 # object-store servers of the backup tests (tools/s3-server, tools/gcs-server),
 # crane for the images and the lab's registry (tools/crane),
-# promtool for the alert rules' checks (tools/prometheus) and, with npm,
+# promtool for the alert rules' checks (tools/prometheus), helm for the
+# chart's checks and lab test (tools/helm) and, with npm,
 # Azurite (tools/azurite/install.sh).
 #
 # Output goes to "$ETCD_LAB_CACHE/upstream/<module>-<pin hash>/", outside the
@@ -105,6 +106,14 @@ build_set "$here/prometheus" \
 # crane (go-containerregistry): writes the OCI images of `make image` and
 # serves the lab's registry, from which the lab's nodes pull them.
 build_set "$here/crane" "-s -w" github.com/google/go-containerregistry/cmd/crane
+
+# helm, which lints and renders charts/etcd-operator (scripts/check-helm.sh)
+# and installs it on the lab (tests/e2e_helm.rs); the version variable makes
+# `helm version` print the release.
+helm_version="$(awk '$1=="helm.sh/helm/v4" {print $2}' "$here/helm/go.mod")"
+build_set "$here/helm" \
+	"-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
+	helm.sh/helm/v4/cmd/helm
 
 # Azurite, the Azure Storage emulator, from npm (package-lock.json pinned).
 "$here/azurite/install.sh"
