@@ -112,11 +112,13 @@ pub struct EtcdClusterSpec {
     #[x_kube(validation = version::one_minor_step())]
     pub version: String,
 
-    /// The etcd container image, when not the official image of `version`
-    /// (`registry.k8s.io/etcd:<version>-0`): a mirror or a private
-    /// registry. It must run the release `version` names: the operator
-    /// applies etcd's upgrade and downgrade rules to `version`, never reads
-    /// the release from the image. A change rolls like any other.
+    /// The etcd container image, when not the etcd project's release image
+    /// of `version` (`gcr.io/etcd-development/etcd:v<version>`, published
+    /// for every release): a mirror or a private registry. It must run the
+    /// release `version` names: the operator applies etcd's upgrade and
+    /// downgrade rules to `version`, never reads the release from the
+    /// image. A change rolls like any other; a new default image in an
+    /// operator upgrade rolls nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 512))]
     #[x_kube(validation = rules::rule("!self.matches('\\\\s')", "image must not contain white space"))]

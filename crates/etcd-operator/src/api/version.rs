@@ -35,9 +35,22 @@ pub fn is_supported(version: &str) -> bool {
     SUPPORTED.contains(&version)
 }
 
-/// The container image of an etcd release.
+/// The etcd project's own registry of release images.
+pub const IMAGE_REPOSITORY: &str = "gcr.io/etcd-development/etcd";
+
+/// The container image of an etcd release when `spec.image` is not set:
+/// the etcd project's own release image, `gcr.io/etcd-development/etcd:v<version>`
+/// (mirrored at `quay.io/coreos/etcd:v<version>`). etcd's release process
+/// publishes it for every release, so every version the CRD accepts has
+/// one. `registry.k8s.io/etcd:<version>-0` is Kubernetes' build, published
+/// only for the releases Kubernetes ships, so a valid `spec.version` could
+/// name an image that does not exist.
+///
+/// The Pod template hash covers `spec.image` as written, not this default
+/// (`pod_revision::template_hash`): changing the default rolls no existing
+/// member; a member picks it up when its Pod is replaced for another reason.
 pub fn image(version: &str) -> String {
-    format!("registry.k8s.io/etcd:{version}-0")
+    format!("{IMAGE_REPOSITORY}:v{version}")
 }
 
 #[cfg(test)]
@@ -51,7 +64,38 @@ mod tests {
     }
 
     #[test]
-    fn image_uses_the_official_registry() {
-        assert_eq!(image("3.6.16"), "registry.k8s.io/etcd:3.6.16-0");
+    fn image_is_the_etcd_projects_release_image() {
+        assert_eq!(image("3.6.16"), "gcr.io/etcd-development/etcd:v3.6.16");
+        assert_eq!(image("3.7.3"), "gcr.io/etcd-development/etcd:v3.7.3");
+    }
+
+    /// Members created before the default image changed (it was
+    /// `registry.k8s.io/etcd:<version>-0`) keep their Pod template hash, so
+    /// an operator upgrade that changes the default rolls nothing.
+    #[test]
+    fn the_default_image_is_not_part_of_the_pod_template_hash() {
+        use crate::api::EtcdClusterSpec;
+        use crate::api::pod_revision::template_hash;
+        use crate::transport::Transport;
+
+        let spec = EtcdClusterSpec::default();
+        assert_eq!(spec.image, None);
+        let hash = template_hash(&spec, Transport::Plaintext, None);
+        // The hash reads `spec.image` as written: naming the default image
+        // explicitly is another template, leaving it unset is not the
+        // default image hashed.
+        let explicit = EtcdClusterSpec {
+            image: Some(image(&spec.version)),
+            ..spec.clone()
+        };
+        assert_ne!(template_hash(&explicit, Transport::Plaintext, None), hash);
+        // The hash of a default spec, unchanged since the default image was
+        // `registry.k8s.io/etcd:3.6.16-0`. If this changes, every member of
+        // every existing cluster is replaced when the operator is upgraded:
+        // make sure that is meant (a new `POD_SHAPE`), then update it here.
+        assert_eq!(
+            hash, "936d44c447c87e52",
+            "the Pod template hash of a default spec"
+        );
     }
 }

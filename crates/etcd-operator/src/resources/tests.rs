@@ -89,7 +89,10 @@ fn member_pod_has_stable_dns_guard_and_quorum_free_liveness() {
     let guard = &spec.init_containers.expect("init")[0];
     assert_eq!(guard.name, "member-guard");
     let etcd = &spec.containers[0];
-    assert_eq!(etcd.image.as_deref(), Some("registry.k8s.io/etcd:3.6.16-0"));
+    assert_eq!(
+        etcd.image.as_deref(),
+        Some("gcr.io/etcd-development/etcd:v3.6.16")
+    );
     let args = etcd.args.clone().expect("args");
     assert!(args.contains(&"--initial-cluster-state=new".to_string()));
     assert!(args.contains(&"--data-dir=/var/lib/etcd/data".to_string()));
