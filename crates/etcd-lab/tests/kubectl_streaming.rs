@@ -104,6 +104,7 @@ fn kubectl_exec_and_logs_follow_reach_the_container() {
 
         let kubectl = Kubectl::new(&lab);
         check_exec(&kubectl).await;
+        check_port_forward_is_refused(&kubectl).await;
         check_logs_follow(&kubectl).await;
     });
     drop(runtime);
@@ -186,6 +187,20 @@ async fn check_exec(kubectl: &Kubectl) {
     assert!(!exited.status.success(), "exec into done: {stderr}");
     assert!(
         stderr.contains(r#"container not found ("done")"#),
+        "stderr: {stderr}"
+    );
+}
+
+/// Port-forward is not served (it needs SPDY): kubectl says so.
+async fn check_port_forward_is_refused(kubectl: &Kubectl) {
+    let forward = kubectl
+        .run(&["port-forward", &format!("pod/{POD}"), "18080:80"], None)
+        .await;
+    let stderr = String::from_utf8_lossy(&forward.stderr);
+    println!("kubectl port-forward: {}", stderr.trim());
+    assert!(!forward.status.success(), "port-forward: {stderr}");
+    assert!(
+        stderr.contains("port-forward (SPDY) is not served by etcd-lab's node agent"),
         "stderr: {stderr}"
     );
 }

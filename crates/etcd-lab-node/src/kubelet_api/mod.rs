@@ -110,5 +110,22 @@ where
     if let Some(request) = exec::parse_exec_request(&head) {
         return exec::serve(ctx, head, request, reader).await;
     }
+    if let Some(what) = not_served(head.path()) {
+        let body = format!("{what} is not served by etcd-lab's node agent");
+        return respond(reader.get_mut(), 400, "Bad Request", &body).await;
+    }
     respond(reader.get_mut(), 404, "Not Found", "").await
+}
+
+/// The kubelet streaming endpoints the lab does not serve, named so that
+/// kubectl says which: port-forward speaks SPDY (tunnelled over WebSocket
+/// in 1.37), and attach would join the main process's stdio, which here is
+/// the container's log file.
+fn not_served(path: &str) -> Option<&'static str> {
+    let first = path.trim_start_matches('/').split('/').next()?;
+    match first {
+        "portForward" => Some("port-forward (SPDY)"),
+        "attach" => Some("attach"),
+        _ => None,
+    }
 }
