@@ -47,6 +47,11 @@ pub struct AgentConfig {
     pub etcd_operator_binary: PathBuf,
     /// The `etcd-lab` binary, spawned as `etcd-lab run-container --spec FILE`.
     pub etcd_lab_binary: PathBuf,
+    /// The lab's image registry. When set, images are pulled from it and
+    /// containers run in their image's root filesystem; when absent (the
+    /// lab found no images), images map to files of this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<RegistryConfig>,
     /// Capacity reported in the Node status.
     #[serde(default)]
     pub capacity: NodeCapacity,
@@ -55,6 +60,18 @@ pub struct AgentConfig {
     /// else the first cgroup2 mount).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_root: Option<PathBuf>,
+}
+
+/// Where images come from and where they are unpacked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryConfig {
+    /// `HOST:PORT` of the registry (plain HTTP, on the lab's host address).
+    pub address: String,
+    /// The `crane` binary that speaks to it.
+    pub crane: PathBuf,
+    /// Directory of unpacked images, by digest (shared by the lab's nodes).
+    pub store: PathBuf,
 }
 
 /// Capacity (= allocatable) reported by the node.

@@ -64,6 +64,8 @@ fn runs_container_in_pod_namespace_with_bind_volume() {
         hosts_file: hosts,
         resolv_conf: resolv,
         image_files: vec![],
+        image_root: None,
+        read_only_root: false,
         mounts: vec![BindMount {
             source: volume.clone(),
             target: "/data".into(),
@@ -161,6 +163,8 @@ fn a_container_holds_no_other_volume_of_the_node() {
         hosts_file: hosts,
         resolv_conf: resolv,
         image_files: vec![],
+        image_root: None,
+        read_only_root: false,
         mounts: vec![BindMount {
             source: volume.clone(),
             target: "/data".into(),

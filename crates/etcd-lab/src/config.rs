@@ -32,6 +32,10 @@ pub struct LabConfig {
     /// The `etcd-lab` binary that runs the agents (to restart them later).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd_lab_binary: Option<PathBuf>,
+    /// The image registry the nodes pull from; `None` when the lab runs
+    /// without images (every image maps to files of this machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<etcd_lab_node::config::RegistryConfig>,
 }
 
 /// Name of the `i`-th zone (0-based): `zone-a`, `zone-b`, ...
@@ -75,6 +79,7 @@ impl LabConfig {
             zones,
             controller_manager_flags,
             etcd_lab_binary: None,
+            registry: None,
         })
     }
 

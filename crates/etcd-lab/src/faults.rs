@@ -345,6 +345,7 @@ impl Lab {
             self.cgroups(),
             &binaries,
             &etcd_lab_binary,
+            self.config().registry.as_ref(),
             node,
         )
     }

@@ -1,7 +1,7 @@
 //! The `Lab` handle: bring the whole lab up, look at it, take it down.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,9 +19,10 @@ use crate::nodes;
 use crate::paths::LabPaths;
 use crate::pki::Pki;
 use crate::process;
+use crate::registry;
 use crate::services;
 use crate::teardown;
-use crate::upstream::Binaries;
+use crate::upstream::{Binaries, CRANE};
 
 /// How to bring the lab up.
 #[derive(Debug, Clone)]
@@ -40,6 +41,10 @@ pub struct LabOptions {
     pub etcd_lab_binary: Option<PathBuf>,
     /// How long to wait for each component and for the nodes to be Ready.
     pub ready_timeout: Duration,
+    /// The images of `make image` (a directory with `images.tsv`); when
+    /// `None`, `$ETCD_LAB_IMAGES` or `target/images` beside the build of
+    /// the `etcd-lab` binary. Without images the pods run host files.
+    pub images_dir: Option<PathBuf>,
 }
 
 impl Default for LabOptions {
@@ -51,8 +56,37 @@ impl Default for LabOptions {
             lab_dir: None,
             etcd_lab_binary: None,
             ready_timeout: Duration::from_secs(120),
+            images_dir: None,
         }
     }
+}
+
+/// Starts the image registry and fills it when images were built; `None`
+/// (pods run host files) otherwise.
+async fn start_registry(
+    options: &LabOptions,
+    paths: &LabPaths,
+    cgroups: &LabCgroups,
+    etcd_lab_binary: &Path,
+) -> Result<Option<etcd_lab_node::config::RegistryConfig>> {
+    let Some(dir) = options
+        .images_dir
+        .clone()
+        .or_else(|| registry::default_images_dir(etcd_lab_binary))
+    else {
+        return Ok(None);
+    };
+    let Some(images) = registry::read_image_list(&dir)? else {
+        tracing::warn!(
+            dir = %dir.display(),
+            "no images (make image writes them): pods run files of this machine instead"
+        );
+        return Ok(None);
+    };
+    let crane = CRANE.built_dir()?.join("crane");
+    let config = registry::start(paths, cgroups, &crane, &images).await?;
+    info!(images = images.len(), address = %config.address, "image registry ready");
+    Ok(Some(config))
 }
 
 /// A running lab.
@@ -153,8 +187,18 @@ impl Lab {
         nodes::setup_network(&config)?;
         info!(elapsed = ?started.elapsed(), "network ready");
         services::start(&paths, &cgroups, &etcd_lab_binary)?;
+        config.registry = start_registry(&options, &paths, &cgroups, &etcd_lab_binary).await?;
+        config.save(&paths.config_json())?;
         for node in &config.nodes {
-            nodes::start_agent(&paths, &pki, &cgroups, &binaries, &etcd_lab_binary, node)?;
+            nodes::start_agent(
+                &paths,
+                &pki,
+                &cgroups,
+                &binaries,
+                &etcd_lab_binary,
+                config.registry.as_ref(),
+                node,
+            )?;
         }
         let lab = Self {
             paths,
@@ -242,6 +286,16 @@ impl Lab {
                 services::NAME,
             ),
         ));
+        if self.config.registry.is_some() {
+            processes.push((
+                registry::NAME.to_owned(),
+                process::running(
+                    &self.paths.pid_file(registry::NAME),
+                    &self.cgroups,
+                    registry::NAME,
+                ),
+            ));
+        }
         for node in &self.config.nodes {
             let name = nodes::agent_name(&node.name);
             let pid = process::running(

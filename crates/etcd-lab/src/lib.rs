@@ -22,6 +22,7 @@ pub mod nodes;
 pub mod paths;
 pub mod pki;
 pub mod process;
+pub mod registry;
 pub mod services;
 pub mod teardown;
 pub mod upstream;

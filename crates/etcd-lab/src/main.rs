@@ -42,6 +42,11 @@ enum Command {
         /// Seconds to wait for each component and for the nodes.
         #[arg(long, default_value_t = 120)]
         timeout: u64,
+        /// The images of `make image` (a directory with images.tsv), served
+        /// by the lab's registry; default $ETCD_LAB_IMAGES or target/images
+        /// beside this binary's build. Without images pods run host files.
+        #[arg(long)]
+        images: Option<PathBuf>,
     },
     /// Stop everything and remove the lab's network, mounts and state.
     Down {
@@ -97,6 +102,10 @@ enum Command {
     RunContainer {
         #[arg(long)]
         spec: PathBuf,
+        /// The second step of an image's container: PID 1 of its own PID
+        /// namespace (started by the first step, never by hand).
+        #[arg(long, hide = true)]
+        init: bool,
     },
 }
 
@@ -246,9 +255,13 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // The container runner enters namespaces and execs: it must stay
     // single-threaded, so it runs before any runtime exists.
-    if let Command::RunContainer { spec } = &cli.command {
-        let never = etcd_lab_node::container::run_container(spec)
-            .with_context(|| format!("run container {}", spec.display()))?;
+    if let Command::RunContainer { spec, init } = &cli.command {
+        let run = if *init {
+            etcd_lab_node::container::run_container_init
+        } else {
+            etcd_lab_node::container::run_container
+        };
+        let never = run(spec).with_context(|| format!("run container {}", spec.display()))?;
         match never {}
     }
     if let Command::Exec { command } = &cli.command {
@@ -277,6 +290,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             node_monitor_grace_period,
             controller_manager_flags,
             timeout,
+            images,
         } => {
             let mut flags = BTreeMap::new();
             for pair in controller_manager_flags {
@@ -296,6 +310,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 lab_dir: Some(lab_dir),
                 etcd_lab_binary: None,
                 ready_timeout: Duration::from_secs(timeout),
+                images_dir: images,
             })
             .await?;
             if lab.was_already_up() {

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use etcd_lab_common::IoContext;
 use etcd_lab_node::agent::{AgentConfig, NodeCapacity};
+use etcd_lab_node::config::RegistryConfig;
 use etcd_lab_node::network::{self, addressing};
 
 use crate::cgroup::LabCgroups;
@@ -46,6 +47,7 @@ pub fn start_agent(
     cgroups: &LabCgroups,
     binaries: &Binaries,
     etcd_lab_binary: &Path,
+    registry: Option<&RegistryConfig>,
     node: &NodeConfig,
 ) -> Result<i32> {
     let node_ip = addressing::node_ip(node.index);
@@ -76,6 +78,7 @@ pub fn start_agent(
         etcd_images: binaries.etcd_images.clone(),
         etcd_operator_binary: etcd_lab_binary.with_file_name("etcd-operator"),
         etcd_lab_binary: etcd_lab_binary.to_owned(),
+        registry: registry.cloned(),
         capacity: NodeCapacity::default(),
         cgroup_root: Some(cgroups.hierarchy_root().to_owned()),
     };

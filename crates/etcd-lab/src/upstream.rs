@@ -39,6 +39,13 @@ pub const ETCD_3_7: PinnedModule = PinnedModule {
     go_sum: include_str!("../../../tools/etcd-3.7/go.sum"),
 };
 
+/// `tools/crane`: go-containerregistry's crane (the lab's registry, pulls).
+pub const CRANE: PinnedModule = PinnedModule {
+    name: "crane",
+    go_mod: include_str!("../../../tools/crane/go.mod"),
+    go_sum: include_str!("../../../tools/crane/go.sum"),
+};
+
 /// All etcd sets.
 pub const ETCD_SETS: [PinnedModule; 2] = [ETCD_3_6, ETCD_3_7];
 

@@ -2,10 +2,11 @@
 
 use etcd_lab_common::IoError;
 
+mod pid_namespace;
 mod runner;
 mod spec;
 
-pub use runner::{exec_container, run_container};
+pub use runner::{exec_container, run_container, run_container_init};
 pub use spec::{BindMount, ContainerSpec, DEFAULT_PATH, ImageFile, resolve_executable};
 
 /// Errors of the container runner (printed to the container log before exit).

@@ -1,10 +1,16 @@
 //! `etcd-lab run-container`: turns the current process into the container.
 //!
 //! Order matters: join the cgroup (so every later process is tracked), join
-//! the pod's network namespace, unshare mount + UTS, make every mount
-//! private, build the root in a tmpfs, make it the root (pivot_root) and
-//! drop the node's mounts, drop to the container's user, exec. No fork:
-//! the agent's child *is* the container process.
+//! the pod's network namespace, unshare mount + UTS (+ PID for an image's
+//! container), make every mount private, build the root (a tmpfs, or an
+//! overlay on the image's root filesystem), make it the root (pivot_root)
+//! and drop the node's mounts, drop to the container's user, exec.
+//!
+//! On the fast path there is no fork: the agent's child *is* the container
+//! process. An image's container gets a PID namespace of its own, whose
+//! first process (PID 1 there) must be a child: this process stays
+//! outside as its parent, passes on every signal the agent sends and exits
+//! as the container does ([`pid_namespace`](super::pid_namespace)).
 
 use std::convert::Infallible;
 use std::ffi::CString;
@@ -23,24 +29,56 @@ use super::spec::{ContainerSpec, resolve_executable};
 /// Host directories shared read-only with every container.
 const HOST_DIRS: &[&str] = &["usr", "bin", "sbin", "lib", "lib64", "etc"];
 
-/// Reads the spec at `spec_path` and execs the container. Returns only on error.
+/// Reads the spec at `spec_path` and execs the container (an image's
+/// container: supervises its PID 1, see [`pid_namespace`](super::pid_namespace)).
+/// Returns only on error.
 pub fn run_container(spec_path: &Path) -> Result<Infallible, ContainerError> {
     let spec = ContainerSpec::load(spec_path)?;
+    if spec.image_root.is_some() {
+        check_argv(&spec)?;
+        join_namespaces(&spec)?;
+        return super::pid_namespace::supervise_init(spec_path);
+    }
     exec_container(&spec)
+}
+
+/// The second step of an image's container (`run-container --init`): PID 1
+/// of its namespace, in the cgroup and network its parent joined.
+/// Returns only on error.
+pub fn run_container_init(spec_path: &Path) -> Result<Infallible, ContainerError> {
+    let spec = ContainerSpec::load(spec_path)?;
+    super::pid_namespace::enter_as_init()?;
+    enter_and_exec(&spec)
 }
 
 /// Execs the container described by `spec`. Returns only on error.
 pub fn exec_container(spec: &ContainerSpec) -> Result<Infallible, ContainerError> {
+    check_argv(spec)?;
+    join_namespaces(spec)?;
+    enter_and_exec(spec)
+}
+
+fn check_argv(spec: &ContainerSpec) -> Result<(), ContainerError> {
     if spec.argv.is_empty() {
         return Err(ContainerError::Spec("empty argv".into()));
     }
+    Ok(())
+}
+
+/// The container's cgroup (first, so that every later process is
+/// tracked) and the pod's network namespace.
+fn join_namespaces(spec: &ContainerSpec) -> Result<(), ContainerError> {
     if let Some(cgroup) = &spec.cgroup {
         join_cgroup(cgroup)?;
     }
     let netns_path = Path::new("/run/netns").join(&spec.netns);
     let netns = File::open(&netns_path).context(|| format!("open {}", netns_path.display()))?;
     setns(&netns, CloneFlags::CLONE_NEWNET).map_err(|e| sys("setns (net)", e))?;
-    drop(netns);
+    Ok(())
+}
+
+/// Mount and UTS namespaces, the root, the user; then exec.
+fn enter_and_exec(spec: &ContainerSpec) -> Result<Infallible, ContainerError> {
     let mut flags = CloneFlags::CLONE_NEWNS;
     if spec.hostname.is_some() {
         flags |= CloneFlags::CLONE_NEWUTS;
@@ -56,8 +94,12 @@ pub fn exec_container(spec: &ContainerSpec) -> Result<Infallible, ContainerError
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         "make / private",
     )?;
-    build_root(spec)?;
-    enter_root(&spec.root_dir)?;
+    let root = build_root(spec)?;
+    enter_root(&root)?;
+    if spec.image_root.is_some() && spec.read_only_root {
+        // Every mount point exists by now; the mounts on them stay as set.
+        remount_read_only(Path::new("/"))?;
+    }
     if let Some(dir) = &spec.working_dir {
         std::fs::create_dir_all(dir).ok();
         chdir(dir).map_err(|e| sys(&format!("chdir {}", dir.display()), e))?;
@@ -112,50 +154,28 @@ fn drop_privileges(spec: &ContainerSpec) -> Result<(), ContainerError> {
     Ok(())
 }
 
-/// Mounts the root tmpfs at `spec.root_dir` and fills it.
-fn build_root(spec: &ContainerSpec) -> Result<(), ContainerError> {
-    let root = &spec.root_dir;
-    std::fs::create_dir_all(root).context(|| format!("create {}", root.display()))?;
+/// Mounts a tmpfs at `spec.root_dir` and builds the container's root: the
+/// tmpfs itself holding the host's directories, or an overlay on the
+/// image's root filesystem whose writable layer lives in the tmpfs.
+/// Returns the root to enter.
+fn build_root(spec: &ContainerSpec) -> Result<PathBuf, ContainerError> {
+    let scratch = &spec.root_dir;
+    std::fs::create_dir_all(scratch).context(|| format!("create {}", scratch.display()))?;
     do_mount(
         Some(Path::new("tmpfs")),
-        root,
+        scratch,
         Some("tmpfs"),
         MsFlags::MS_NOSUID,
         "mount root tmpfs",
     )?;
-    for dir in HOST_DIRS {
-        let host = Path::new("/").join(dir);
-        let inside = root.join(dir);
-        match std::fs::symlink_metadata(&host) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let target =
-                    std::fs::read_link(&host).context(|| format!("readlink {}", host.display()))?;
-                symlink(&target, &inside).context(|| format!("symlink {}", inside.display()))?;
-            }
-            Ok(_) => bind(&host, &inside, true)?,
-            Err(_) => {}
+    let root = match &spec.image_root {
+        Some(image) => overlay_on_image(scratch, image)?,
+        None => {
+            host_directories(spec, scratch)?;
+            scratch.clone()
         }
-    }
-    // Image files: a small tmpfs over /usr/local/bin holding one bind per file.
-    if !spec.image_files.is_empty() {
-        let bin = root.join("usr/local/bin");
-        if !bin.is_dir() {
-            return Err(ContainerError::Spec(
-                "the host has no /usr/local/bin to mount the image on".into(),
-            ));
-        }
-        do_mount(
-            Some(Path::new("tmpfs")),
-            &bin,
-            Some("tmpfs"),
-            MsFlags::empty(),
-            "mount image tmpfs",
-        )?;
-        for file in &spec.image_files {
-            bind(&file.source, &bin.join(&file.name), true)?;
-        }
-        remount_read_only(&bin)?;
-    }
+    };
+    let root = &root;
     let tmp = root.join("tmp");
     mkdir(&tmp)?;
     do_mount_data(
@@ -190,15 +210,91 @@ fn build_root(spec: &ContainerSpec) -> Result<(), ContainerError> {
     let sys_dir = root.join("sys");
     mkdir(&sys_dir)?;
     bind(Path::new("/sys"), &sys_dir, true)?;
+    if spec.image_root.is_some() {
+        mkdir(&root.join("etc"))?;
+    }
     if root.join("etc").is_dir() {
         bind(&spec.hosts_file, &root.join("etc/hosts"), true)?;
         bind(&spec.resolv_conf, &root.join("etc/resolv.conf"), true)?;
+        if let Some(hostname) = &spec.hostname {
+            // The pod's name, as a kubelet mounts it (not the node's file).
+            let file = spec.root_dir.with_extension("hostname");
+            std::fs::write(&file, format!("{hostname}\n"))
+                .context(|| format!("write {}", file.display()))?;
+            bind(&file, &root.join("etc/hostname"), true)?;
+        }
     }
     for m in &spec.mounts {
         let target = inside_root(root, &m.target)?;
         bind(&m.source, &target, m.read_only)?;
     }
+    Ok(root.clone())
+}
+
+/// The fast path's root: the host's directories, read-only, with the
+/// image's files over `/usr/local/bin`.
+fn host_directories(spec: &ContainerSpec, root: &Path) -> Result<(), ContainerError> {
+    for dir in HOST_DIRS {
+        let host = Path::new("/").join(dir);
+        let inside = root.join(dir);
+        match std::fs::symlink_metadata(&host) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target =
+                    std::fs::read_link(&host).context(|| format!("readlink {}", host.display()))?;
+                symlink(&target, &inside).context(|| format!("symlink {}", inside.display()))?;
+            }
+            Ok(_) => bind(&host, &inside, true)?,
+            Err(_) => {}
+        }
+    }
+    // Image files: a small tmpfs over /usr/local/bin holding one bind per file.
+    if !spec.image_files.is_empty() {
+        let bin = root.join("usr/local/bin");
+        if !bin.is_dir() {
+            return Err(ContainerError::Spec(
+                "the host has no /usr/local/bin to mount the image on".into(),
+            ));
+        }
+        do_mount(
+            Some(Path::new("tmpfs")),
+            &bin,
+            Some("tmpfs"),
+            MsFlags::empty(),
+            "mount image tmpfs",
+        )?;
+        for file in &spec.image_files {
+            bind(&file.source, &bin.join(&file.name), true)?;
+        }
+        remount_read_only(&bin)?;
+    }
     Ok(())
+}
+
+/// An overlay on the image's root filesystem at `<scratch>/root`, its
+/// writable layer in the scratch tmpfs (gone with the container, as a
+/// runtime's is).
+fn overlay_on_image(scratch: &Path, image: &Path) -> Result<PathBuf, ContainerError> {
+    let upper = scratch.join("upper");
+    let work = scratch.join("work");
+    let root = scratch.join("root");
+    for dir in [&upper, &work, &root] {
+        mkdir(dir)?;
+    }
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        image.display(),
+        upper.display(),
+        work.display()
+    );
+    do_mount_data(
+        Some(Path::new("overlay")),
+        &root,
+        Some("overlay"),
+        MsFlags::empty(),
+        &options,
+        "mount the image's root (overlay)",
+    )?;
+    Ok(root)
 }
 
 /// Where the node's root is put while the container's root takes its

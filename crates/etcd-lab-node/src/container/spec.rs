@@ -23,9 +23,18 @@ pub struct ContainerSpec {
     pub hosts_file: PathBuf,
     /// File bound at `/etc/resolv.conf`.
     pub resolv_conf: PathBuf,
-    /// Files of the image bound read-only into `/usr/local/bin`.
+    /// Files of the image bound read-only into `/usr/local/bin` over the
+    /// host's directories (the fast path, when `image_root` is unset).
     #[serde(default)]
     pub image_files: Vec<ImageFile>,
+    /// The image's unpacked root filesystem: the container's root is an
+    /// overlay on it (writes stay with the container), and the container
+    /// gets a PID namespace of its own, its process PID 1 there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_root: Option<PathBuf>,
+    /// `readOnlyRootFilesystem` (honoured for image roots).
+    #[serde(default)]
+    pub read_only_root: bool,
     /// Volume mounts, in order.
     #[serde(default)]
     pub mounts: Vec<BindMount>,

@@ -1,13 +1,15 @@
-//! Maps container images to files on this machine (see `docs/architecture.md`).
+//! The fast path: maps container images to files on this machine (see
+//! `docs/architecture.md`), for a lab started without images and for
+//! `lab.local/host`, the host's own root.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::container::ImageFile;
 
-/// What an image resolved to.
+/// What an image resolved to on the fast path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedImage {
+pub struct HostImage {
     /// Files bound into `/usr/local/bin` (empty for `lab.local/host`).
     pub files: Vec<ImageFile>,
     /// Reported as the container's `imageID`.
@@ -16,7 +18,7 @@ pub struct ResolvedImage {
 
 /// Why an image cannot be run here.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ImageError {
+pub enum HostImageError {
     #[error(
         "image {image:?} is not available in etcd-lab: etcd version {version} is not built (built: {built})"
     )]
@@ -36,16 +38,16 @@ pub fn resolve_image(
     image: &str,
     etcd_images: &BTreeMap<String, PathBuf>,
     operator_binary: &Path,
-) -> Result<ResolvedImage, ImageError> {
+) -> Result<HostImage, HostImageError> {
     let (name, tag) = split_image(image);
     if name == "lab.local/host" {
-        return Ok(ResolvedImage {
+        return Ok(HostImage {
             files: vec![],
             image_id: "lab://host".into(),
         });
     }
     if name.ends_with("/etcd-operator") || name == "etcd-operator" {
-        return Ok(ResolvedImage {
+        return Ok(HostImage {
             files: vec![ImageFile {
                 source: operator_binary.to_owned(),
                 name: "etcd-operator".into(),
@@ -65,19 +67,19 @@ pub fn resolve_image(
         "quay.io/coreos/etcd" | "gcr.io/etcd-development/etcd" => {
             tag.map(|t| t.trim_start_matches('v').to_owned())
         }
-        _ => return Err(ImageError::Unknown(image.to_owned())),
+        _ => return Err(HostImageError::Unknown(image.to_owned())),
     };
     let Some(version) = version else {
-        return Err(ImageError::Unknown(image.to_owned()));
+        return Err(HostImageError::Unknown(image.to_owned()));
     };
     let Some(dir) = etcd_images.get(&version) else {
-        return Err(ImageError::UnknownEtcdVersion {
+        return Err(HostImageError::UnknownEtcdVersion {
             image: image.to_owned(),
             version,
             built: etcd_images.keys().cloned().collect::<Vec<_>>().join(", "),
         });
     };
-    Ok(ResolvedImage {
+    Ok(HostImage {
         files: ["etcd", "etcdctl", "etcdutl"]
             .into_iter()
             .map(|n| ImageFile {
@@ -137,7 +139,7 @@ mod tests {
         assert!(e.to_string().contains("3.6.5"));
         assert!(matches!(
             resolve_image("nginx:1.27", &catalog(), Path::new("/op")),
-            Err(ImageError::Unknown(_))
+            Err(HostImageError::Unknown(_))
         ));
     }
 }

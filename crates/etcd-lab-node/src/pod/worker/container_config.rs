@@ -11,16 +11,17 @@ use kube::Api;
 
 use super::Worker;
 use super::error::ConfigError;
-use crate::container::{BindMount, ContainerSpec, ImageFile};
+use crate::container::{BindMount, ContainerSpec, DEFAULT_PATH};
+use crate::image::ResolvedImage;
 use crate::pod::dns::pod_hostname;
 use crate::pod::env::{EnvInputs, KeyedObjects, container_env, expand, referenced_objects};
 
 impl Worker {
-    /// The runner's spec of `container` with the files of its image.
+    /// The runner's spec of `container` run from `image`.
     pub(super) async fn container_spec(
         &self,
         container: &Container,
-        image_files: Vec<ImageFile>,
+        image: &ResolvedImage,
     ) -> Result<ContainerSpec, ConfigError> {
         let sandbox = self.sandbox.as_ref().ok_or(ConfigError::NoSandbox)?;
         let objects = self.keyed_objects(container).await;
@@ -34,7 +35,9 @@ impl Worker {
             kubernetes_service,
             objects: &objects,
         };
-        let env = container_env(container, &inputs)?;
+        let env = image
+            .config
+            .merge_env(container_env(container, &inputs)?, DEFAULT_PATH);
         let pod_sc = self
             .pod
             .spec
@@ -42,14 +45,18 @@ impl Worker {
             .and_then(|s| s.security_context.as_ref());
         let sc = container.security_context.as_ref();
         let to_u32 = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
+        // The image's USER where the pod sets none, as a runtime does.
+        let (image_uid, image_gid) = image.config.uid_gid();
         let uid = to_u32(
             sc.and_then(|s| s.run_as_user)
                 .or(pod_sc.and_then(|s| s.run_as_user)),
-        );
+        )
+        .or(image_uid);
         let gid = to_u32(
             sc.and_then(|s| s.run_as_group)
                 .or(pod_sc.and_then(|s| s.run_as_group)),
-        );
+        )
+        .or(image_gid);
         let mut groups: Vec<u32> = pod_sc
             .and_then(|s| s.supplemental_groups.clone())
             .unwrap_or_default()
@@ -82,8 +89,10 @@ impl Worker {
             });
         }
         let vars: BTreeMap<String, String> = env.iter().cloned().collect();
-        let mut argv: Vec<String> = container.command.clone().unwrap_or_default();
-        argv.extend(container.args.clone().unwrap_or_default());
+        let argv = image.config.argv(
+            container.command.as_deref().unwrap_or_default(),
+            container.args.as_deref().unwrap_or_default(),
+        );
         let argv: Vec<String> = argv.iter().map(|a| expand(a, &vars)).collect();
         if argv.is_empty() {
             return Err(ConfigError::NoCommand);
@@ -95,11 +104,17 @@ impl Worker {
             cgroup: Some(self.ctx.cgroups.container(&self.uid, &container.name)),
             hosts_file: sandbox.hosts_file.clone(),
             resolv_conf: sandbox.resolv_conf.clone(),
-            image_files,
+            image_files: image.files.clone(),
+            image_root: image.root.clone(),
+            read_only_root: sc.and_then(|s| s.read_only_root_filesystem) == Some(true),
             mounts,
             argv,
             env,
-            working_dir: container.working_dir.clone().map(PathBuf::from),
+            working_dir: container
+                .working_dir
+                .clone()
+                .or_else(|| image.config.working_dir.clone())
+                .map(PathBuf::from),
             uid,
             gid,
             supplementary_groups: groups,

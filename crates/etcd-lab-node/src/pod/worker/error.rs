@@ -26,7 +26,7 @@ pub(super) enum ConfigError {
     Env(#[from] EnvError),
     #[error("volume {0:?} is not defined in the pod")]
     UndefinedVolume(String),
-    #[error("container has no command: lab images have no entrypoint")]
+    #[error("the container has no command and its image no entrypoint")]
     NoCommand,
     #[error("the pod has no sandbox")]
     NoSandbox,

@@ -71,13 +71,14 @@ impl Worker {
         let Some(spec) = self.container(container).cloned() else {
             return Err(SpawnError::UnknownContainer.into());
         };
-        let config = &self.ctx.config;
+        let always = spec.image_pull_policy.as_deref() == Some("Always");
         let resolved = resolve_image(
             spec.image.as_deref().unwrap_or_default(),
-            &config.etcd_images,
-            &config.etcd_operator_binary,
-        )?;
-        let runner_spec = self.container_spec(&spec, resolved.files.clone()).await?;
+            always,
+            &self.ctx.config,
+        )
+        .await?;
+        let runner_spec = self.container_spec(&spec, &resolved).await?;
         let pid = self
             .spawn_process(container, run, &spec, &runner_spec)
             .await?;
