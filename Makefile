@@ -20,7 +20,7 @@ static: ## the statically linked operator binary of the container image
 image: ## the OCI images of the operator and of each pinned etcd release, in target/images/ (no container engine)
 	bash scripts/build-images.sh
 
-demo: setup ## the lab with a durable etcd cluster surviving the loss of a majority
+demo: setup image ## the lab (running the images) with a durable etcd cluster surviving the loss of a majority
 	bash scripts/demo.sh
 
 test: deps ## lint, unit, property, etcd integration and end-to-end lab tests

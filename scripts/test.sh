@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command: lint, generated-file drift, the monitoring checks (alert
-# rules under promtool, metric names of every query), unit and property
-# tests, integration tests against real etcd, and end-to-end tests on the
-# lab.
+# rules under promtool, metric names of every query), the Helm chart's
+# checks, unit and property tests, integration tests against real etcd, the
+# images, and end-to-end tests on the lab running those images.
 # Needs root (the lab creates network namespaces) and the upstream binaries
 # (`make deps`). Everything runs in the dev profile: one build serves the
 # binaries and every test, which keeps CI's compile time down.
@@ -39,6 +39,9 @@ done | diff -u - /tmp/etcd-operator-crd.yaml
 step "monitoring: promtool check and unit tests of the alert rules, every metric of the alerts and the dashboard exists"
 bash scripts/check-monitoring.sh
 
+step "Helm: the chart against deploy/ (helm lint, the default render object by object, the namespaced render)"
+bash scripts/check-helm.sh
+
 step "unit, property and etcd integration tests"
 cargo test --workspace --locked --lib --bins
 cargo test -p module-graph --locked --tests
@@ -46,6 +49,13 @@ cargo test -p etcd-operator --locked --test etcd_layer
 for t in $(ls crates/etcd-operator/tests/backup_*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//'); do
 	cargo test -p etcd-operator --locked --test "$t"
 done
+
+# The lab runs the images users get (the operator's from a static build of
+# this tree, in the dev profile here; etcd's from the pinned releases),
+# pulled by its nodes from its own registry: every lab test below runs on them.
+step "images: make image (dev profile) and their checks (no shell, no C library, the guard inside etcd's image)"
+IMAGE_PROFILE=debug bash scripts/build-images.sh
+bash scripts/check-images.sh
 
 step "lab and end-to-end tests, ${LAB_LANES:-3} lab lanes side by side"
 bash scripts/lab-tests.sh
