@@ -12,6 +12,7 @@
 
 mod cluster;
 mod crds;
+pub mod helm;
 mod identity;
 pub mod installed_operator;
 pub mod lab;
