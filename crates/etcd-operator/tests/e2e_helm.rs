@@ -8,7 +8,9 @@
 //! - `helm install` on a cluster without the operator's CRDs creates them
 //!   from the chart's `crds/`, then the operator's namespace, RBAC and
 //!   Deployment; the operator's Pod becomes Ready, and an `EtcdCluster` in
-//!   the watched namespace becomes Available and takes writes;
+//!   the watched namespace, with the default mutual TLS (its CA and
+//!   certificates are Secrets the operator writes through the Role),
+//!   becomes Available and takes writes;
 //! - `helm upgrade` with another log level rolls the Deployment to a new
 //!   Pod that runs with it, and that new Pod manages the cluster: a member
 //!   Pod deleted is created again by it, the cluster is Available again and
@@ -29,8 +31,9 @@ use serde_json::{Value, json};
 use test_kit::TestResult;
 use test_kit::conditions::pod_ready;
 use test_kit::e2e::helm::{self, Helm};
-use test_kit::e2e::{Harness, cluster_spec};
+use test_kit::e2e::{Harness, cluster_spec, key, value};
 use test_kit::poll::wait_for;
+use test_kit::tls_client::user_client;
 
 const CLUSTER: &str = "charted";
 const PREFIX: &str = "helm/";
@@ -108,8 +111,14 @@ async fn life(h: &Harness, helm: &Helm, release: &Release) -> TestResult {
         started.elapsed()
     );
 
-    h.available_with_keys(CLUSTER, cluster_spec(3, "lab-network"), PREFIX, KEYS)
+    // No `spec.tls`: mutual TLS, as a user's cluster gets by default.
+    let mut spec = cluster_spec(3, "lab-network");
+    if let Some(fields) = spec.as_object_mut() {
+        fields.remove("tls");
+    }
+    h.create_available(CLUSTER, spec, Duration::from_secs(180))
         .await?;
+    write_keys(h).await?;
     let claims = h.claim_uids().await?;
 
     let upgraded_at = Instant::now();
@@ -132,7 +141,7 @@ async fn life(h: &Harness, helm: &Helm, release: &Release) -> TestResult {
         upgraded_at.elapsed()
     );
     the_new_operator_manages_the_cluster(h).await?;
-    h.check_keys(PREFIX, KEYS).await?;
+    every_key_is_there(h).await?;
 
     helm.uninstall(&release.name, &release.watched).await?;
     the_operator_is_gone(&h.client, release).await?;
@@ -149,7 +158,7 @@ async fn life(h: &Harness, helm: &Helm, release: &Release) -> TestResult {
             format!("the volumes changed: {claims:?} before, {claims_after:?} after").into(),
         );
     }
-    h.check_keys(PREFIX, KEYS).await?;
+    every_key_is_there(h).await?;
     eprintln!(
         "uninstalled: the CRDs, {CLUSTER}, its {} volumes and its {KEYS} keys are kept",
         claims.len()
@@ -297,6 +306,38 @@ async fn the_operator_is_gone(client: &Client, release: &Release) -> TestResult 
         },
     )
     .await
+}
+
+/// Writes `KEYS` keys under `PREFIX` with the cluster's user client
+/// certificate.
+async fn write_keys(h: &Harness) -> TestResult {
+    let mut client = user_client(h, CLUSTER).await?;
+    for i in 0..KEYS {
+        client.put(key(PREFIX, i), value(i), None).await?;
+    }
+    Ok(())
+}
+
+/// Every key `write_keys` wrote has its value (linearizable read).
+async fn every_key_is_there(h: &Harness) -> TestResult {
+    let mut client = user_client(h, CLUSTER).await?;
+    let read = client
+        .get(PREFIX, Some(etcd_client::GetOptions::new().with_prefix()))
+        .await?;
+    let values: BTreeMap<&str, &str> = read
+        .kvs()
+        .iter()
+        .filter_map(|kv| Some((kv.key_str().ok()?, kv.value_str().ok()?)))
+        .collect();
+    for i in 0..KEYS {
+        let (key, value) = (key(PREFIX, i), value(i));
+        if values.get(key.as_str()) != Some(&value.as_str()) {
+            return Err(
+                format!("{key} is {:?}, written {value:?}", values.get(key.as_str())).into(),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The log of the operator's Pods, for a scenario that failed.
