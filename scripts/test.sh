@@ -42,6 +42,15 @@ bash scripts/check-monitoring.sh
 step "Helm: the chart against deploy/ (helm lint, the default render object by object, the namespaced render)"
 bash scripts/check-helm.sh
 
+# The images the lab runs (the operator's from a static build of this tree,
+# in the dev profile; etcd's from the pinned releases) build in a target
+# directory of their own, beside the tests below, which wait on etcd more
+# than on the CPU.
+step "images: make image (dev profile), in the background"
+mkdir -p target
+IMAGE_PROFILE=debug bash scripts/build-images.sh >target/images-build.log 2>&1 &
+images_build=$!
+
 step "unit, property and etcd integration tests"
 cargo test --workspace --locked --lib --bins
 cargo test -p module-graph --locked --tests
@@ -50,11 +59,15 @@ for t in $(ls crates/etcd-operator/tests/backup_*.rs 2>/dev/null | xargs -n1 bas
 	cargo test -p etcd-operator --locked --test "$t"
 done
 
-# The lab runs the images users get (the operator's from a static build of
-# this tree, in the dev profile here; etcd's from the pinned releases),
-# pulled by its nodes from its own registry: every lab test below runs on them.
-step "images: make image (dev profile) and their checks (no shell, no C library, the guard inside etcd's image)"
-IMAGE_PROFILE=debug bash scripts/build-images.sh
+# The lab's nodes pull those images from its registry: every lab test
+# below runs on them.
+step "images: the build's end, and their checks (no shell, no C library, the guard inside etcd's image)"
+if ! wait "$images_build"; then
+	cat target/images-build.log
+	echo "make image failed (log above)" >&2
+	exit 1
+fi
+tail -n 5 target/images-build.log
 bash scripts/check-images.sh
 
 step "lab and end-to-end tests, ${LAB_LANES:-3} lab lanes side by side"
