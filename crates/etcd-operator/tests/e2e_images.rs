@@ -9,8 +9,8 @@
 //! - the operator's Pod reports the digest of the image `make image`
 //!   wrote; its process is PID 1 of a PID namespace of its own, runs as
 //!   65532, and is the image's `/usr/local/bin/etcd-operator`; in its root
-//!   there is no shell and no C library, so nothing of the host is
-//!   reachable;
+//!   there is no shell, no C library and none of the node's devices, so
+//!   nothing of the host is reachable;
 //! - each member's init container `member-guard` ran from the operator's
 //!   image and ended with 0; the `etcd` container ran the guard (its
 //!   command) inside the etcd image, and its PID 1 is now that image's
@@ -35,7 +35,8 @@ use test_kit::e2e::{Harness, cluster_spec};
 const CLUSTER: &str = "imaged";
 const OPERATOR_IMAGE: &str = "ghcr.io/durable-etcd/etcd-operator:dev";
 const GUARD_BINARY: &str = "/var/run/etcd-operator/etcd-operator";
-/// Files that exist in a root holding a shell or the C library.
+/// Files that exist in a root holding a shell or the C library, or the
+/// node's devices.
 const HOST_ONLY: &[&str] = &[
     "bin/sh",
     "bin/bash",
@@ -43,6 +44,9 @@ const HOST_ONLY: &[&str] = &[
     "lib64/ld-linux-x86-64.so.2",
     "lib/x86_64-linux-gnu/libc.so.6",
     "usr/lib/x86_64-linux-gnu/libc.so.6",
+    // The node's devices: a container's /dev holds only the standard ones.
+    "dev/loop-control",
+    "dev/vda",
 ];
 
 #[test]

@@ -176,18 +176,23 @@ fn build_root(spec: &ContainerSpec) -> Result<PathBuf, ContainerError> {
         }
     };
     let root = &root;
-    let tmp = root.join("tmp");
-    mkdir(&tmp)?;
-    do_mount_data(
-        Some(Path::new("tmpfs")),
-        &tmp,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        "mode=1777",
-        "mount /tmp",
-    )?;
-    for dir in ["run", "var/tmp", "root"] {
-        mkdir(&root.join(dir))?;
+    if spec.image_root.is_none() {
+        // The host's directories hold no /tmp of the container's: give it
+        // one. An image's /tmp is the image's, writable unless the root
+        // is read-only, as with a container runtime.
+        let tmp = root.join("tmp");
+        mkdir(&tmp)?;
+        do_mount_data(
+            Some(Path::new("tmpfs")),
+            &tmp,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            "mode=1777",
+            "mount /tmp",
+        )?;
+        for dir in ["run", "var/tmp", "root"] {
+            mkdir(&root.join(dir))?;
+        }
     }
     let proc = root.join("proc");
     mkdir(&proc)?;
@@ -200,13 +205,17 @@ fn build_root(spec: &ContainerSpec) -> Result<PathBuf, ContainerError> {
     )?;
     let dev = root.join("dev");
     mkdir(&dev)?;
-    do_mount(
-        Some(Path::new("/dev")),
-        &dev,
-        None,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        "bind /dev",
-    )?;
+    if spec.image_root.is_some() {
+        container_dev(&dev)?;
+    } else {
+        do_mount(
+            Some(Path::new("/dev")),
+            &dev,
+            None,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            "bind /dev",
+        )?;
+    }
     let sys_dir = root.join("sys");
     mkdir(&sys_dir)?;
     bind(Path::new("/sys"), &sys_dir, true)?;
@@ -229,6 +238,43 @@ fn build_root(spec: &ContainerSpec) -> Result<PathBuf, ContainerError> {
         bind(&m.source, &target, m.read_only)?;
     }
     Ok(root.clone())
+}
+
+/// The devices a container runtime gives a container (not the node's
+/// disks and loop devices): a tmpfs with the host's `null`, `zero`, `full`,
+/// `random`, `urandom` and `tty` bound in, the standard links into
+/// `/proc/self/fd`, and a `/dev/shm` of its own.
+fn container_dev(dev: &Path) -> Result<(), ContainerError> {
+    do_mount_data(
+        Some(Path::new("tmpfs")),
+        dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "mode=755",
+        "mount /dev",
+    )?;
+    for name in ["null", "zero", "full", "random", "urandom", "tty"] {
+        bind(&Path::new("/dev").join(name), &dev.join(name), false)?;
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let path = dev.join(link);
+        symlink(target, &path).context(|| format!("symlink {}", path.display()))?;
+    }
+    let shm = dev.join("shm");
+    mkdir(&shm)?;
+    do_mount_data(
+        Some(Path::new("tmpfs")),
+        &shm,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        "mode=1777",
+        "mount /dev/shm",
+    )
 }
 
 /// The fast path's root: the host's directories, read-only, with the
