@@ -9,7 +9,8 @@ use std::path::Path;
 use super::{FetchPlan, RestoreBackupError, read_key};
 use crate::api::BackupSource;
 use crate::backup::{
-    BackupMetadata, BackupStore, Credentials, download_backup, list_backups, newest_backup,
+    BackupError, BackupMetadata, BackupStore, Credentials, download_backup, list_backups,
+    newest_backup,
 };
 use crate::pod_programs::file_error::io;
 use crate::pod_programs::install::install_self;
@@ -61,8 +62,45 @@ async fn fetch_backup(
     let key = read_key(args.encryption_key_file.as_deref())?;
     let store = BackupStore::open(&source.destination, namespace, cluster, &credentials)?
         .with_encryption(key);
-    let base = choose_backup(&store, source.backup_name.as_deref()).await?;
-    let name = base_name(&base);
+    let mut attempt = 1;
+    loop {
+        let base = choose_backup(&store, source.backup_name.as_deref()).await?;
+        match fetch_chosen(args, layout, &source, &store, &base).await {
+            // The newest backup, not one the user named, went away between
+            // the listing and the download: retention removed it after a
+            // newer one was written. The newest is chosen again.
+            Err(e) if source.backup_name.is_none() && vanished(&e) && attempt < NEWEST_ATTEMPTS => {
+                println!(
+                    "backup {} went away while it was fetched ({e}); choosing the newest again",
+                    base_name(&base)
+                );
+                attempt += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+/// How many times the newest backup is chosen when the chosen one goes away.
+const NEWEST_ATTEMPTS: u32 = 3;
+
+/// Whether `error` says an object of the chosen backup is not there.
+fn vanished(error: &RestoreBackupError) -> bool {
+    matches!(
+        error,
+        RestoreBackupError::Backup(BackupError::Store(object_store::Error::NotFound { .. }))
+    )
+}
+
+/// Downloads `base` and its segments, within reach and room.
+async fn fetch_chosen(
+    args: &RestoreVolumeArgs,
+    layout: &RestoreLayout,
+    source: &BackupSource,
+    store: &BackupStore,
+    base: &BackupMetadata,
+) -> Result<FetchPlan, RestoreBackupError> {
+    let name = base_name(base);
     let target = source.revision.unwrap_or(i64::MAX);
     if target < base.revision {
         return Err(RestoreBackupError::RevisionBeforeBackup {
@@ -93,8 +131,7 @@ async fn fetch_backup(
         footprint,
         available_bytes(&args.volume)?,
     )?;
-    let fetched =
-        crate::backup::incremental::fetch_segments(&store, &base, &layout.segments).await?;
+    let fetched = crate::backup::incremental::fetch_segments(store, base, &layout.segments).await?;
     // The segments are on the volume now: what is free plus what they hold
     // must take the whole restore.
     footprint.segment_bytes = allocated_bytes(&layout.segments)?.unwrap_or(0);
@@ -115,7 +152,7 @@ async fn fetch_backup(
         });
     }
 
-    download_backup(&store, &base, &layout.backup_db).await?;
+    download_backup(store, base, &layout.backup_db).await?;
     let plan = FetchPlan {
         location: store.url(&store.path(&base.object)),
         backup: name,
@@ -175,4 +212,27 @@ fn read_credentials(dir: &Path) -> Result<Credentials, RestoreBackupError> {
         credentials.insert(name, value.trim_end_matches('\n').to_string());
     }
     Ok(credentials)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_missing_object_counts_as_a_backup_that_went_away() {
+        let missing =
+            RestoreBackupError::Backup(BackupError::Store(object_store::Error::NotFound {
+                path: "etcd/ns/c/full-x-r1.db.zst".into(),
+                source: "404".into(),
+            }));
+        assert!(vanished(&missing));
+        let refused =
+            RestoreBackupError::Backup(BackupError::Store(object_store::Error::PermissionDenied {
+                path: "etcd/ns/c/full-x-r1.db.zst".into(),
+                source: "403".into(),
+            }));
+        assert!(!vanished(&refused));
+        let none = RestoreBackupError::Backup(BackupError::NotFound("etcd/ns/c".into()));
+        assert!(!vanished(&none));
+    }
 }
