@@ -50,6 +50,8 @@ die() {
 	say "error: $*"
 	exit 1
 }
+# shellcheck source=scripts/lib/crane.sh
+source scripts/lib/crane.sh
 
 # --- inputs ------------------------------------------------------------------
 
@@ -58,23 +60,7 @@ operator_binary=target/static/etcd-operator
 
 upstream="${UPSTREAM_DIRS:-$(bash tools/build-upstream.sh)}"
 
-crane="${CRANE:-}"
-if [[ -z "$crane" ]]; then
-	crane_dir="$(grep -E '/crane-[0-9a-f]+$' <<<"$upstream" || true)"
-	if [[ -n "$crane_dir" && -x "$crane_dir/crane" ]]; then
-		crane="$crane_dir/crane"
-	else
-		# Not among the sets tools/build-upstream.sh printed: the same pinned
-		# module, built here.
-		say "crane is not among the upstream sets; building tools/crane"
-		mkdir -p target/static-build
-		(cd tools/crane && GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly \
-			go build -trimpath -ldflags "-s -w" -o ../../target/static-build/crane \
-			github.com/google/go-containerregistry/cmd/crane)
-		crane=target/static-build/crane
-	fi
-fi
-crane="$(realpath "$crane")"
+UPSTREAM_DIRS="$upstream" find_crane
 
 if [[ -z "${SOURCE_DATE_EPOCH:-}" ]]; then
 	SOURCE_DATE_EPOCH="$(git log -1 --format=%ct 2>/dev/null || echo 0)"
@@ -87,12 +73,8 @@ version="$(cargo metadata --no-deps --format-version 1 --locked --offline |
 [[ -s "/$ca_bundle" ]] || die "no CA bundle at /$ca_bundle (Debian: ca-certificates)"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/build-images.XXXXXX")"
-registry_pid=
 cleanup() {
-	if [[ -n "$registry_pid" ]]; then
-		kill "$registry_pid" 2>/dev/null || true
-		wait "$registry_pid" 2>/dev/null || true
-	fi
+	stop_loopback_registry
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -157,19 +139,7 @@ layer "$work/operator.tar" "$operator"
 
 # --- images --------------------------------------------------------------------
 
-mkdir -p "$work/registry"
-"$crane" registry serve --address 127.0.0.1:0 --disk "$work/registry" \
-	2>"$work/registry.log" &
-registry_pid=$!
-port=
-for _ in $(seq 100); do
-	port="$(sed -n 's/.*serving on port \([0-9][0-9]*\).*/\1/p' "$work/registry.log")"
-	[[ -n "$port" ]] && break
-	kill -0 "$registry_pid" 2>/dev/null || die "crane registry serve exited: $(cat "$work/registry.log")"
-	sleep 0.1
-done
-[[ -n "$port" ]] || die "crane registry serve did not say its port: $(cat "$work/registry.log")"
-registry="127.0.0.1:$port"
+start_loopback_registry
 
 # crane ARGS...: crane, its log kept for the error message.
 run_crane() {

@@ -37,45 +37,22 @@ die() {
 	printf 'check-images: cannot check: %s\n' "$*" >&2
 	exit 1
 }
+# shellcheck source=scripts/lib/crane.sh
+source scripts/lib/crane.sh
 
 [[ "$(id -u)" == 0 ]] || die "run as root (chroot)"
 [[ -s "$tsv" ]] || die "no $tsv: run scripts/build-images.sh first"
 
-crane="${CRANE:-}"
-if [[ -z "$crane" ]]; then
-	crane_dir="$(grep -E '/crane-[0-9a-f]+$' <<<"${UPSTREAM_DIRS:-$(bash tools/build-upstream.sh)}" || true)"
-	if [[ -n "$crane_dir" && -x "$crane_dir/crane" ]]; then
-		crane="$crane_dir/crane"
-	elif [[ -x target/static-build/crane ]]; then
-		crane=target/static-build/crane
-	else
-		die "no crane: run scripts/build-images.sh first"
-	fi
-fi
+find_crane
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/check-images.XXXXXX")"
-registry_pid=
 cleanup() {
-	if [[ -n "$registry_pid" ]]; then
-		kill "$registry_pid" 2>/dev/null || true
-		wait "$registry_pid" 2>/dev/null || true
-	fi
+	stop_loopback_registry
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-mkdir -p "$work/registry"
-"$crane" registry serve --address 127.0.0.1:0 --disk "$work/registry" 2>"$work/registry.log" &
-registry_pid=$!
-port=
-for _ in $(seq 100); do
-	port="$(sed -n 's/.*serving on port \([0-9][0-9]*\).*/\1/p' "$work/registry.log")"
-	[[ -n "$port" ]] && break
-	kill -0 "$registry_pid" 2>/dev/null || die "crane registry serve exited: $(cat "$work/registry.log")"
-	sleep 0.1
-done
-[[ -n "$port" ]] || die "crane registry serve did not say its port"
-registry="127.0.0.1:$port"
+start_loopback_registry
 
 # --- images.tsv ----------------------------------------------------------------
 
