@@ -223,21 +223,9 @@ async fn check_logs_follow(kubectl: &Kubectl) {
             .expect("read kubectl logs -f")
     };
     assert_eq!(next_line().await.as_deref(), Some("started"));
-    let go = kubectl
-        .run(
-            &["exec", POD, "-c", "main", "--", "touch", "/signal/go"],
-            None,
-        )
-        .await;
-    assert_success(&go, "exec touch /signal/go");
+    signal(kubectl, "go").await;
     assert_eq!(next_line().await.as_deref(), Some("after-follow"));
-    let stop = kubectl
-        .run(
-            &["exec", POD, "-c", "main", "--", "touch", "/signal/stop"],
-            None,
-        )
-        .await;
-    assert_success(&stop, "exec touch /signal/stop");
+    signal(kubectl, "stop").await;
     assert_eq!(next_line().await.as_deref(), Some("stopping"));
     assert_eq!(
         next_line().await,
@@ -249,6 +237,15 @@ async fn check_logs_follow(kubectl: &Kubectl) {
         .expect("kubectl logs -f exits")
         .expect("wait");
     assert!(status.success(), "kubectl logs -f: {status}");
+}
+
+/// Creates `/signal/<name>` in the container with `kubectl exec`.
+async fn signal(kubectl: &Kubectl, name: &str) {
+    let path = format!("/signal/{name}");
+    let touched = kubectl
+        .run(&["exec", POD, "-c", "main", "--", "touch", &path], None)
+        .await;
+    assert_success(&touched, &format!("exec touch {path}"));
 }
 
 fn assert_success(output: &Output, what: &str) {

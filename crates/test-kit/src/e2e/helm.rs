@@ -83,28 +83,29 @@ impl Helm {
     /// `helm install <release> <chart>` into `namespace` (where Helm keeps
     /// the release) with `values`.
     pub async fn install(&self, release: &str, namespace: &str, values: &Value) -> TestResult {
-        let values = self.values_file(release, "install", values)?;
-        let chart = chart_dir();
-        self.run(&[
-            "install",
-            release,
-            &chart.to_string_lossy(),
-            "--namespace",
-            namespace,
-            "--values",
-            &values.to_string_lossy(),
-        ])
-        .await
-        .map(drop)
+        self.release_chart("install", release, namespace, values)
+            .await
     }
 
     /// `helm upgrade <release> <chart>` with `values` (on the chart's
     /// defaults, as `helm upgrade` does without `--reuse-values`).
     pub async fn upgrade(&self, release: &str, namespace: &str, values: &Value) -> TestResult {
-        let values = self.values_file(release, "upgrade", values)?;
+        self.release_chart("upgrade", release, namespace, values)
+            .await
+    }
+
+    /// `helm <verb> <release> <chart> --namespace <namespace> --values <file>`.
+    async fn release_chart(
+        &self,
+        verb: &str,
+        release: &str,
+        namespace: &str,
+        values: &Value,
+    ) -> TestResult {
+        let values = self.values_file(release, verb, values)?;
         let chart = chart_dir();
         self.run(&[
-            "upgrade",
+            verb,
             release,
             &chart.to_string_lossy(),
             "--namespace",
