@@ -7,7 +7,8 @@ command -v nft >/dev/null || need+=(nftables)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v ip >/dev/null || need+=(iproute2)
 command -v ps >/dev/null || need+=(procps)
-command -v python3 >/dev/null || need+=(python3)
+# python3 with PyYAML: the Helm chart's check (scripts/check-helm.sh).
+command -v python3 >/dev/null || need+=(python3 python3-yaml)
 command -v curl >/dev/null || need+=(curl)
 # Lab volumes are ext4 disk images mounted through loop devices: losetup
 # (Debian ships it in util-linux's `mount` package), mkfs.ext4, e2fsck and
@@ -26,10 +27,19 @@ command -v xargs >/dev/null || need+=(findutils)
 command -v npm >/dev/null || need+=(nodejs npm)
 # The GCS backup test makes a service-account key with `openssl genpkey`.
 command -v openssl >/dev/null || need+=(openssl)
+# The images (scripts/build-images.sh, check-images.sh): jq for cargo
+# metadata and image configs, GNU tar for the layers, readelf (binutils) to
+# tell static executables, the host's CA bundle for the base layer.
+command -v jq >/dev/null || need+=(jq)
+command -v tar >/dev/null || need+=(tar)
+command -v readelf >/dev/null || need+=(binutils)
+[[ -s /etc/ssl/certs/ca-certificates.crt ]] || need+=(ca-certificates)
 if ((${#need[@]})); then
 	echo "installing: ${need[*]}" >&2
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+# A python3 that came without PyYAML (e.g. not Debian's) gets it from PyPI.
+python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q pyyaml
 command -v go >/dev/null || { echo "go is required (Go 1.26 or newer)" >&2; exit 1; }
 command -v cargo >/dev/null || { echo "cargo is required (Rust 1.89 or newer)" >&2; exit 1; }
