@@ -8,34 +8,44 @@
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, ListParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 
 use super::error::ObserveError;
+use super::watched::Reads;
 use crate::api::EtcdBackupSchedule;
 use crate::controller_kit::unreadable;
 use crate::planner::ScheduleSummary;
 
 /// The schedules of `namespace` whose `clusterName` is `cluster`.
 pub async fn schedules_of(
-    client: &Client,
+    reads: Reads<'_>,
     namespace: &str,
     cluster: &str,
 ) -> Result<Vec<ScheduleSummary>, ObserveError> {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        namespace,
-        &ApiResource::erase::<EtcdBackupSchedule>(&()),
-    );
-    let list = api
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| ObserveError::List {
-            kind: "etcdbackupschedules",
-            cluster: cluster.to_owned(),
-            source,
-        })?;
-    Ok(list
-        .items
+    let objects: Vec<DynamicObject> = match reads {
+        Reads::Fresh(client) => {
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                namespace,
+                &ApiResource::erase::<EtcdBackupSchedule>(&()),
+            );
+            api.list(&ListParams::default())
+                .await
+                .map_err(|source| ObserveError::List {
+                    kind: "etcdbackupschedules",
+                    cluster: cluster.to_owned(),
+                    source,
+                })?
+                .items
+        }
+        Reads::Watched(_, copies) => copies
+            .schedules
+            .state_filter(|o| o.namespace().as_deref() == Some(namespace))
+            .into_iter()
+            .map(std::sync::Arc::unwrap_or_clone)
+            .collect(),
+    };
+    Ok(objects
         .iter()
         .filter(|o| o.data["spec"]["clusterName"].as_str() == Some(cluster))
         .map(summary_of_object)

@@ -1,5 +1,6 @@
 //! What every pass of the cluster reconciler shares: the API client, the
-//! Event recorder, metrics, the Node index and the controller's settings.
+//! Event recorder, metrics, the Node index, the controller's settings, the
+//! watch-fed copies of objects and the remembered certificates.
 
 use std::time::Duration;
 
@@ -7,6 +8,8 @@ use kube::Client;
 use kube::runtime::events::Recorder;
 
 use super::node_index::NodeIndex;
+use super::tls_memory::TlsMemory;
+use super::watched::WatchedObjects;
 use crate::etcd::ConnectSettings;
 use crate::resources::network_policy::OperatorPods;
 use crate::telemetry::Metrics;
@@ -62,4 +65,8 @@ pub struct Context {
     pub nodes: NodeIndex,
     /// Settings.
     pub config: ControllerConfig,
+    /// Watch-fed copies of the objects passes read.
+    pub watched: WatchedObjects,
+    /// The certificates of TLS clusters as last read.
+    pub certificates: TlsMemory,
 }

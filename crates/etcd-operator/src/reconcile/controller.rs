@@ -15,20 +15,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use super::context::{Context, ControllerConfig};
 use super::error::{Category, ReconcileError};
 use super::node_index::{ClusterKey, NodeIndex};
 use super::pipeline;
+use super::tls_memory::TlsMemory;
+use super::watched::WatchedObjects;
+use crate::api::EtcdBackupSchedule;
 use crate::api::identity::MANAGED_BY_LABEL;
 use crate::controller_kit::{events, scope};
 use crate::telemetry::{Health, Metrics};
@@ -59,46 +62,88 @@ pub async fn run(
         .map_err(ControllerError::CrdMissing)?;
 
     let owned = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}=etcd-operator"));
+    let namespace = config.namespace.as_deref();
     let nodes = NodeIndex::default();
     let node_map = nodes.clone();
     let node_changes = super::node_changes::NodeChanges::default();
+    let node_resource = resource.clone();
+
+    // Every watch keeps a copy (a reflector store) that passes plan from;
+    // the owned kinds and Nodes also start passes.
+    let (pods, pod_changes) = copied(scope::typed::<Pod>(&client, namespace), owned.clone());
+    let (pvcs, pvc_changes) = copied(
+        scope::typed::<PersistentVolumeClaim>(&client, namespace),
+        owned.clone(),
+    );
+    let (services, service_changes) =
+        copied(scope::typed::<Service>(&client, namespace), owned.clone());
+    let (pdbs, pdb_changes) = copied(
+        scope::typed::<PodDisruptionBudget>(&client, namespace),
+        owned.clone(),
+    );
+    let (policies, policy_changes) =
+        copied(scope::typed::<NetworkPolicy>(&client, namespace), owned);
+    let (node_copies, node_events) =
+        copied(Api::<Node>::all(client.clone()), watcher::Config::default());
+    let (volumes, volume_events) = copied(
+        Api::<PersistentVolume>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let schedule_resource = ApiResource::erase::<EtcdBackupSchedule>(&());
+    let (schedules, schedule_events) = copied_untyped(
+        scope::untyped(&client, namespace, &schedule_resource),
+        schedule_resource.clone(),
+    );
+    let schedule_cluster = resource.clone();
+
+    let controller = Controller::new_with(clusters, watcher::Config::default(), resource)
+        .owns_stream(pod_changes)
+        .owns_stream(pvc_changes)
+        .owns_stream(service_changes)
+        .owns_stream(pdb_changes)
+        .owns_stream(policy_changes)
+        .watches_stream(node_events, move |node: Node| {
+            if node_changes.changed(&node) {
+                clusters_on_node(&node_map, &node, &node_resource)
+            } else {
+                Vec::new()
+            }
+        })
+        // A schedule's status feeds its cluster's (newest backup, BackupReady).
+        .watches_stream_with(
+            schedule_events,
+            move |schedule: DynamicObject| cluster_of_schedule(&schedule, &schedule_cluster),
+            schedule_resource.clone(),
+        );
+    let watched = WatchedObjects::new(
+        controller.store(),
+        pods,
+        pvcs,
+        services,
+        pdbs,
+        policies,
+        node_copies,
+        volumes,
+        schedules,
+        schedule_resource,
+    );
+    // PersistentVolumes start no pass: drained here to keep their copy.
+    tokio::spawn(volume_events.for_each(|_| async {}));
+    let synced = watched.clone();
+    tokio::spawn(async move { synced.wait_synced().await });
     let context = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter()),
         client: client.clone(),
         metrics,
         nodes,
         config: config.clone(),
+        watched,
+        certificates: TlsMemory::default(),
     });
 
     health.set_ready(true);
     tracing::info!(namespace = ?config.namespace, "controller running");
-    let node_resource = resource.clone();
-    Controller::new_with(clusters, watcher::Config::default(), resource)
-        .owns(scope::typed::<Pod>(&client, config.namespace.as_deref()), owned.clone())
-        .owns(
-            scope::typed::<PersistentVolumeClaim>(&client, config.namespace.as_deref()),
-            owned.clone(),
-        )
-        .owns(scope::typed::<Service>(&client, config.namespace.as_deref()), owned.clone())
-        .owns(
-            scope::typed::<PodDisruptionBudget>(&client, config.namespace.as_deref()),
-            owned.clone(),
-        )
-        .owns(
-            scope::typed::<NetworkPolicy>(&client, config.namespace.as_deref()),
-            owned,
-        )
-        .watches(
-            Api::<Node>::all(client.clone()),
-            watcher::Config::default(),
-            move |node: Node| {
-                if node_changes.changed(&node) {
-                    clusters_on_node(&node_map, &node, &node_resource)
-                } else {
-                    Vec::new()
-                }
-            },
-        )
+    controller
         .with_config(
             controller::Config::default()
                 .debounce(Duration::from_millis(500))
@@ -124,6 +169,59 @@ pub async fn run(
     health.set_ready(false);
     tracing::info!("controller stopped");
     Ok(())
+}
+
+/// A watch of `api` that keeps a copy of what it sees, and the stream of
+/// changed objects (deleted ones included).
+fn copied<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let changes = watcher(api, config)
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    (store, changes)
+}
+
+/// [`copied`] for an untyped kind.
+fn copied_untyped(
+    api: Api<DynamicObject>,
+    resource: ApiResource,
+) -> (
+    Store<DynamicObject>,
+    impl futures::Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static,
+) {
+    let writer = reflector::store::Writer::new(resource);
+    let store = writer.as_reader();
+    let changes = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    (store, changes)
+}
+
+/// The cluster a backup schedule names.
+fn cluster_of_schedule(
+    schedule: &DynamicObject,
+    resource: &ApiResource,
+) -> Option<ObjectRef<DynamicObject>> {
+    let cluster = schedule.data["spec"]["clusterName"].as_str()?;
+    let namespace = schedule.namespace()?;
+    Some(ObjectRef::new_with(cluster, resource.clone()).within(&namespace))
 }
 
 fn reporter() -> Reporter {

@@ -3,7 +3,10 @@
 //!
 //! - [`controller`]: the kube-rs `Controller` and its watches;
 //! - `context`: what every pass shares (client, recorder, settings);
-//! - `observe`: fresh reads of the cluster's objects and of etcd;
+//! - `observe`: reads of the cluster's objects and of etcd;
+//! - `watched`: watch-fed copies of those objects, what an idle pass plans
+//!   from (a pass that would change anything plans again from fresh reads);
+//! - `tls_memory`: the certificates as the last full read found them;
 //! - `plan`: the seam to the pure planner;
 //! - `act`: the one step, by server-side apply, deletion or etcd call;
 //! - `network_policy`: the cluster's NetworkPolicy, kept current each pass;
@@ -32,8 +35,10 @@ mod pipeline;
 mod plan;
 pub(crate) mod status;
 pub(crate) mod tls_material;
+mod tls_memory;
 pub(crate) mod transport;
 pub mod volume_usage;
+mod watched;
 
 pub use act::{Child, Step};
 pub use context::{Context, ControllerConfig, DEFAULT_OPERATOR_IMAGE};

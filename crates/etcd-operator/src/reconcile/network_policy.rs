@@ -16,6 +16,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::FIELD_MANAGER;
 use super::context::Context;
 use super::error::{ActError, Category, ObserveError};
+use super::watched::Reads;
 use crate::addressing::network_policy_name;
 use crate::api::EtcdCluster;
 use crate::controller_kit::events;
@@ -74,9 +75,14 @@ pub fn change(
 
 /// Makes the cluster's NetworkPolicy what its spec says; reports a failure
 /// and carries on.
-pub(super) async fn ensure(ctx: &Context, cluster: &EtcdCluster, namespace: &str) {
+pub(super) async fn ensure(
+    ctx: &Context,
+    reads: Reads<'_>,
+    cluster: &EtcdCluster,
+    namespace: &str,
+) {
     let name = network_policy_name(&cluster.name_any());
-    if let Err(error) = make_current(ctx, cluster, namespace, &name).await {
+    if let Err(error) = make_current(ctx, reads, cluster, namespace, &name).await {
         let category = error.category();
         tracing::warn!(cluster = %cluster.name_any(), %namespace, "NetworkPolicy {name}: {error}");
         ctx.metrics
@@ -108,24 +114,50 @@ impl EnsureError {
     }
 }
 
-async fn make_current(
+/// The change, decided from `reads`; one that is not `Keep` is decided
+/// again from a fresh read (the copies hold only labelled policies).
+async fn decide(
     ctx: &Context,
+    reads: Reads<'_>,
     cluster: &EtcdCluster,
     namespace: &str,
     name: &str,
-) -> Result<(), EnsureError> {
-    let api: Api<NetworkPolicy> = Api::namespaced(ctx.client.clone(), namespace);
-    let existing = api
-        .get_opt(name)
+) -> Result<PolicyChange, ObserveError> {
+    let desired = network_policy(cluster, &ctx.config.operator_pods);
+    let owner = cluster.uid().unwrap_or_default();
+    let existing = read_policy(reads, namespace, name).await?;
+    let change = change(existing.as_ref(), desired.clone(), &owner);
+    if change == PolicyChange::Keep || reads.is_fresh() {
+        return Ok(change);
+    }
+    let existing = read_policy(Reads::Fresh(&ctx.client), namespace, name).await?;
+    Ok(self::change(existing.as_ref(), desired, &owner))
+}
+
+async fn read_policy(
+    reads: Reads<'_>,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<NetworkPolicy>, ObserveError> {
+    reads
+        .get::<NetworkPolicy>(Some(namespace), name)
         .await
         .map_err(|source| ObserveError::Get {
             kind: "networkpolicy",
             name: name.to_owned(),
             source,
-        })?;
-    let desired = network_policy(cluster, &ctx.config.operator_pods);
-    let owner = cluster.uid().unwrap_or_default();
-    match change(existing.as_ref(), desired, &owner) {
+        })
+}
+
+async fn make_current(
+    ctx: &Context,
+    reads: Reads<'_>,
+    cluster: &EtcdCluster,
+    namespace: &str,
+    name: &str,
+) -> Result<(), EnsureError> {
+    let api: Api<NetworkPolicy> = Api::namespaced(ctx.client.clone(), namespace);
+    match decide(ctx, reads, cluster, namespace, name).await? {
         PolicyChange::Keep => {}
         PolicyChange::Foreign => {
             tracing::warn!(

@@ -14,9 +14,11 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ListParams;
+use kube::core::Selector;
 use kube::{Api, Client, ResourceExt};
 
 use super::error::ObserveError;
+use super::watched::{Reads, Watched, label_selector};
 use crate::addressing::{
     client_service_name, member_name, ordinal_of_member, pdb_name, peer_service_name, pvc_name,
 };
@@ -99,44 +101,68 @@ pub struct StorageFacts {
 
 pub use crate::api::identity::cluster_selector;
 
-/// Reads the cluster's pods, PVCs and their PVs, every Node, then etcd.
+/// What a pass learnt from etcd and the members' sidecars, and through
+/// which endpoints: kept by a pass that plans again from fresh reads, so
+/// that etcd is not asked twice when the member Pods are the same.
+#[derive(Debug, Clone)]
+pub struct EtcdReading {
+    /// The endpoints that were dialled.
+    pub endpoints: Vec<String>,
+    /// What etcd said.
+    pub etcd: ObservedEtcd,
+    /// What the `volume-usage` sidecars said.
+    pub volume_usage: BTreeMap<u32, crate::planner::VolumeSpace>,
+}
+
+impl Snapshot {
+    /// The etcd part of this observation.
+    pub fn etcd_reading(&self) -> EtcdReading {
+        EtcdReading {
+            endpoints: self.endpoints.clone(),
+            etcd: self.etcd.clone(),
+            volume_usage: self.volume_usage.clone(),
+        }
+    }
+}
+
+/// Reads the cluster's pods, PVCs and their PVs, every Node, then etcd
+/// (or takes `earlier`, when it dialled the same endpoints).
 pub async fn observe(
-    client: &Client,
+    reads: Reads<'_>,
     cluster: &EtcdCluster,
     etcd_settings: ConnectSettings,
+    earlier: Option<EtcdReading>,
 ) -> Result<Snapshot, ObserveError> {
     let name = cluster.name_any();
     let namespace = cluster
         .namespace()
         .ok_or_else(|| ObserveError::NoNamespace(name.clone()))?;
-    let selector = ListParams::default().labels(&cluster_selector(&name));
+    let selector = label_selector(CLUSTER_LABEL, &name);
+    let listed = |kind: &'static str| {
+        let cluster = name.clone();
+        move |source| ObserveError::List {
+            kind,
+            cluster,
+            source,
+        }
+    };
 
-    let pods_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let pvcs_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &namespace);
     let (pods, pvcs) = futures::try_join!(
         async {
-            pods_api
-                .list(&selector)
+            reads
+                .list::<Pod>(Some(&namespace), &selector)
                 .await
-                .map_err(|source| ObserveError::List {
-                    kind: "pods",
-                    cluster: name.clone(),
-                    source,
-                })
+                .map_err(listed("pods"))
         },
         async {
-            pvcs_api
-                .list(&selector)
+            reads
+                .list::<PersistentVolumeClaim>(Some(&namespace), &selector)
                 .await
-                .map_err(|source| ObserveError::List {
-                    kind: "persistentvolumeclaims",
-                    cluster: name.clone(),
-                    source,
-                })
+                .map_err(listed("persistentvolumeclaims"))
         },
     )?;
-    let mut pods = pods.items;
-    let mut pvcs = pvcs.items;
+    let mut pods = pods;
+    let mut pvcs = pvcs;
     let mut unowned = Vec::new();
 
     // Rule 10: an object absent from a label-filtered list is not absent.
@@ -149,8 +175,13 @@ pub async fn observe(
         .iter()
         .map(|&o| pvc_name(&name, o))
         .filter(|n| !pvcs.iter().any(|p| &p.name_any() == n));
-    for (claim_name, claim) in
-        read_optional(&pvcs_api, missing_pvcs, "persistentvolumeclaim").await?
+    for (claim_name, claim) in read_optional::<PersistentVolumeClaim>(
+        reads,
+        Some(&namespace),
+        missing_pvcs,
+        "persistentvolumeclaim",
+    )
+    .await?
     {
         let Some(claim) = claim else { continue };
         if pvc_belongs(&claim, &name, &uid) {
@@ -163,7 +194,9 @@ pub async fn observe(
         .iter()
         .map(|&o| member_name(&name, o))
         .filter(|n| !pods.iter().any(|p| &p.name_any() == n));
-    for (pod_name, pod) in read_optional(&pods_api, missing_pods, "pod").await? {
+    for (pod_name, pod) in
+        read_optional::<Pod>(reads, Some(&namespace), missing_pods, "pod").await?
+    {
         let Some(pod) = pod else { continue };
         if controlled_by(&pod, &uid) {
             pods.push(pod);
@@ -172,20 +205,16 @@ pub async fn observe(
         }
     }
 
-    let nodes = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
+    let nodes = reads
+        .list::<Node>(None, &Selector::default())
         .await
-        .map_err(|source| ObserveError::List {
-            kind: "nodes",
-            cluster: name.clone(),
-            source,
-        })?
-        .items
+        .map_err(listed("nodes"))?
         .into_iter()
         .map(|node| (node.name_any(), node))
         .collect();
     let volumes = read_optional::<PersistentVolume>(
-        &Api::all(client.clone()),
+        reads,
+        None,
         pvcs.iter()
             .filter_map(|c| c.spec.as_ref()?.volume_name.clone())
             .filter(|v| !v.is_empty()),
@@ -193,12 +222,10 @@ pub async fn observe(
     )
     .await?;
 
-    let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
     let (peer_service, client_service, pdb) = futures::try_join!(
-        read_one(&services, peer_service_name(&name), "service"),
-        read_one(&services, client_service_name(&name), "service"),
-        read_one(&pdbs, pdb_name(&name), "poddisruptionbudget"),
+        read_one::<Service>(reads, &namespace, peer_service_name(&name), "service"),
+        read_one::<Service>(reads, &namespace, client_service_name(&name), "service"),
+        read_one::<PodDisruptionBudget>(reads, &namespace, pdb_name(&name), "poddisruptionbudget"),
     )?;
     let children = Children {
         peer_service: owned_child(peer_service.as_ref(), &uid, "Service", &mut unowned),
@@ -223,7 +250,11 @@ pub async fn observe(
         .iter()
         .any(|pvc| super::facts::requested_bytes(pvc) < desired_size);
     let storage = if pod_may_be_created || volume_to_grow {
-        storage_facts(client, cluster.spec.storage.storage_class_name.as_deref()).await?
+        storage_facts(
+            reads.client(),
+            cluster.spec.storage.storage_class_name.as_deref(),
+        )
+        .await?
     } else {
         StorageFacts::default()
     };
@@ -235,17 +266,21 @@ pub async fn observe(
         crate::etcd::scheme(etcd_settings.tls.as_deref()),
         CLIENT_PORT,
     );
-    let etcd = async {
-        if endpoints.is_empty() {
-            ObservedEtcd::nothing_observed()
-        } else {
-            crate::etcd::observe(endpoints.clone(), etcd_settings).await
+    let reading = async {
+        match earlier.filter(|e| e.endpoints == endpoints) {
+            Some(earlier) => (earlier.etcd, earlier.volume_usage),
+            None if endpoints.is_empty() => {
+                (ObservedEtcd::nothing_observed(), volume_usage(&pods).await)
+            }
+            None => futures::join!(
+                crate::etcd::observe(endpoints.clone(), etcd_settings),
+                volume_usage(&pods)
+            ),
         }
     };
-    let (etcd, volume_usage, backup_schedules) = futures::join!(
-        etcd,
-        volume_usage(&pods),
-        super::backup_health::schedules_of(client, &namespace, &name)
+    let ((etcd, volume_usage), backup_schedules) = futures::join!(
+        reading,
+        super::backup_health::schedules_of(reads, &namespace, &name)
     );
     Ok(Snapshot {
         volume_usage,
@@ -311,7 +346,7 @@ async fn volume_usage(pods: &[Pod]) -> BTreeMap<u32, crate::planner::VolumeSpace
 async fn storage_facts(client: &Client, name: Option<&str>) -> Result<StorageFacts, ObserveError> {
     let classes: Api<StorageClass> = Api::all(client.clone());
     let class = match name.filter(|n| !n.is_empty()) {
-        Some(name) => read_one(&classes, name.to_owned(), "storageclass").await?,
+        Some(name) => read_uncopied(&classes, name.to_owned(), "storageclass").await?,
         None => classes
             .list(&ListParams::default())
             .await
@@ -331,15 +366,15 @@ async fn storage_facts(client: &Client, name: Option<&str>) -> Result<StorageFac
     let driver = match &class {
         Some(class) => {
             let drivers: Api<CSIDriver> = Api::all(client.clone());
-            read_one(&drivers, class.provisioner.clone(), "csidriver").await?
+            read_uncopied(&drivers, class.provisioner.clone(), "csidriver").await?
         }
         None => None,
     };
     Ok(StorageFacts { class, driver })
 }
 
-/// The named object, if it exists.
-async fn read_one<K>(
+/// The named object of the StorageClass/CSIDriver kinds, if it exists.
+async fn read_uncopied<K>(
     api: &Api<K>,
     name: String,
     kind: &'static str,
@@ -348,6 +383,19 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     match api.get_opt(&name).await {
+        Ok(object) => Ok(object),
+        Err(source) => Err(ObserveError::Get { kind, name, source }),
+    }
+}
+
+/// The named object in `namespace`, if it exists.
+async fn read_one<K: Watched>(
+    reads: Reads<'_>,
+    namespace: &str,
+    name: String,
+    kind: &'static str,
+) -> Result<Option<K>, ObserveError> {
+    match reads.get::<K>(Some(namespace), &name).await {
         Ok(object) => Ok(object),
         Err(source) => Err(ObserveError::Get { kind, name, source }),
     }
@@ -419,17 +467,15 @@ fn pvc_belongs(pvc: &PersistentVolumeClaim, cluster: &str, uid: &str) -> bool {
 
 /// Gets each named object; a missing one is `None` (data, e.g. a deleted
 /// Node), any other failure stops the observation.
-async fn read_optional<K>(
-    api: &Api<K>,
+async fn read_optional<K: Watched>(
+    reads: Reads<'_>,
+    namespace: Option<&str>,
     names: impl Iterator<Item = String>,
     kind: &'static str,
-) -> Result<BTreeMap<String, Option<K>>, ObserveError>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
+) -> Result<BTreeMap<String, Option<K>>, ObserveError> {
     let names: BTreeSet<String> = names.collect();
     let reads = names.into_iter().map(|name| async move {
-        match api.get_opt(&name).await {
+        match reads.get::<K>(namespace, &name).await {
             Ok(object) => Ok((name, object)),
             Err(source) => Err(ObserveError::Get { kind, name, source }),
         }

@@ -16,19 +16,23 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
+use super::Snapshot;
 use super::act;
 use super::context::Context;
 use super::error::{ActError, ObserveError, ReadError, ReconcileError};
 use super::network_policy;
 use super::node_index::ClusterKey;
-use super::observe;
+use super::observe::{self, EtcdReading};
 use super::plan::{self, PassPlan, PlanEvent};
 use super::status;
 use super::tls_material;
 use super::transport;
+use super::watched::Reads;
 use crate::api::{EtcdCluster, LastOperation, OperationState};
+use crate::controller_kit::status_writer::needs_write;
 use crate::controller_kit::{events, unreadable};
 use crate::etcd::ConnectSettings;
 use crate::planner::ActionKind;
@@ -40,7 +44,8 @@ pub use fresh::cluster_resource;
 const REPLAN_AFTER: Duration = Duration::from_millis(100);
 
 /// Runs one pass for the cluster `trigger` names. Only its name and
-/// namespace are used: the pass plans from a fresh read.
+/// namespace are used: the pass plans from the watch-fed copies, and when
+/// that plan would change anything, again from fresh reads ([`super::watched`]).
 pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, ReconcileError> {
     let name = trigger.name_any();
     let namespace = trigger
@@ -50,10 +55,158 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
         namespace: namespace.clone(),
         name: name.clone(),
     };
+    let earlier = match quiet_pass(ctx, &key).await {
+        Quiet::Nothing(action) => {
+            ctx.metrics.pass_from_copies(true);
+            return Ok(action);
+        }
+        Quiet::Act(earlier) => earlier,
+    };
+    ctx.metrics.pass_from_copies(false);
+    fresh_pass(ctx, &key, earlier).await
+}
+
+/// What planning from the copies said.
+enum Quiet {
+    /// Nothing to change: requeue so.
+    Nothing(Action),
+    /// Something to change (or the copies could not say): plan again from
+    /// fresh reads, with what etcd said if there is one.
+    Act(Option<EtcdReading>),
+}
+
+/// Plans from the watch-fed copies; nothing is written.
+async fn quiet_pass(ctx: &Context, key: &ClusterKey) -> Quiet {
+    if !ctx.watched.synced() {
+        return Quiet::Act(None);
+    }
+    let reference = ObjectRef::new_with(&key.name, cluster_resource()).within(&key.namespace);
+    let Some(object) = ctx.watched.clusters.get(&reference) else {
+        return Quiet::Act(None);
+    };
+    let Ok(cluster) = fresh::decode(&object) else {
+        return Quiet::Act(None);
+    };
+    if cluster.meta().deletion_timestamp.is_some() {
+        return Quiet::Act(None);
+    }
+    let reads = Reads::Watched(&ctx.client, &ctx.watched);
+    let prepared = match prepare(ctx, reads, &cluster, key, None).await {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            tracing::debug!(cluster = %key.name, namespace = %key.namespace, "planning from the copies: {error}");
+            return Quiet::Act(None);
+        }
+    };
+    let Prepared { snapshot, plan, .. } = &prepared;
+    let desired = status::finalize(
+        cluster.status.as_ref(),
+        plan.status.clone(),
+        cluster.metadata.generation,
+        true,
+    );
+    let changes_nothing = plan.step.is_none()
+        && plan.events.is_empty()
+        && !needs_write(cluster.status.as_ref(), &desired);
+    if changes_nothing {
+        record(ctx, key, &cluster, snapshot);
+        Quiet::Nothing(requeue(ctx, plan))
+    } else {
+        Quiet::Act(Some(snapshot.etcd_reading()))
+    }
+}
+
+/// What a pass plans from, and the plan.
+struct Prepared {
+    snapshot: Snapshot,
+    plan: PassPlan,
+    etcd_settings: ConnectSettings,
+}
+
+/// Makes the cluster's NetworkPolicy and certificates current, observes it
+/// and plans. `earlier`: what etcd said to an earlier observation of this
+/// pass (used again if the member Pods are the same).
+async fn prepare(
+    ctx: &Context,
+    reads: Reads<'_>,
+    cluster: &EtcdCluster,
+    key: &ClusterKey,
+    earlier: Option<EtcdReading>,
+) -> Result<Prepared, ReconcileError> {
+    network_policy::ensure(ctx, reads, cluster, &key.namespace).await;
+    let transport = transport::facts(reads, cluster).await?;
+    let tls = certificates(ctx, reads, cluster, key, transport.intent.tls).await?;
+    // Clients use TLS once every member serves it; plain HTTP before.
+    let etcd_settings = ConnectSettings {
+        tls: tls
+            .as_ref()
+            .filter(|_| transport.running.clients_use_tls())
+            .map(|material| material.client.clone()),
+        ..ctx.config.etcd.clone()
+    };
+    let mut snapshot = observe::observe(reads, cluster, etcd_settings.clone(), earlier).await?;
+    snapshot.tls = tls.map(|material| material.observation);
+    snapshot.transport = transport;
+    let settings = plan::BuildSettings {
+        operator_image: ctx.config.operator_image.clone(),
+        cluster_domain: ctx.config.cluster_domain.clone(),
+    };
+    let plan = plan::plan(cluster, &snapshot, &settings, Timestamp::now());
+    Ok(Prepared {
+        snapshot,
+        plan,
+        etcd_settings,
+    })
+}
+
+/// The certificates of a TLS cluster: remembered from an earlier full read
+/// when planning from the copies, else read (and issued where due).
+async fn certificates(
+    ctx: &Context,
+    reads: Reads<'_>,
+    cluster: &EtcdCluster,
+    key: &ClusterKey,
+    tls: bool,
+) -> Result<Option<tls_material::TlsMaterial>, tls_material::TlsMaterialError> {
+    if !reads.is_fresh()
+        && let Some(material) = ctx.certificates.recall(key, cluster, tls)
+    {
+        return Ok(material);
+    }
+    let material =
+        tls_material::ensure(&ctx.client, cluster, &ctx.config.cluster_domain, tls).await?;
+    ctx.certificates
+        .remember(key.clone(), cluster, tls, material.clone());
+    Ok(material)
+}
+
+/// What every pass records, acting or not: the nodes the members run on,
+/// certificate expiries and the cluster's gauges.
+fn record(ctx: &Context, key: &ClusterKey, cluster: &EtcdCluster, snapshot: &Snapshot) {
+    if let Some(tls) = &snapshot.tls {
+        ctx.metrics.set_certificates(
+            &key.namespace,
+            &key.name,
+            &certificate_expiry(&key.name, &tls.status),
+        );
+    }
+    ctx.nodes.set_nodes(key.clone(), snapshot.pod_node_names());
+    ctx.metrics
+        .set_cluster(&key.namespace, &key.name, gauges(cluster, &snapshot.etcd));
+}
+
+/// The pass from fresh reads: what every step and status write is planned
+/// from.
+async fn fresh_pass(
+    ctx: &Context,
+    key: &ClusterKey,
+    earlier: Option<EtcdReading>,
+) -> Result<Action, ReconcileError> {
+    let ClusterKey { namespace, name } = key.clone();
     let objects: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &namespace, &cluster_resource());
     let Some(object) = read(&objects, &name).await? else {
-        forget(ctx, &key);
+        forget(ctx, key);
         return Ok(Action::await_change());
     };
     let cluster = match fresh::decode(&object) {
@@ -80,48 +233,24 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
     if cluster.meta().deletion_timestamp.is_some() {
         // Children go with the cluster through their ownerReferences; no
         // external state needs a finalizer.
-        forget(ctx, &key);
+        forget(ctx, key);
         return Ok(Action::await_change());
     }
 
-    network_policy::ensure(ctx, &cluster, &namespace).await;
-    let transport = transport::facts(&ctx.client, &cluster).await?;
-    let tls = match tls_material::ensure(
-        &ctx.client,
-        &cluster,
-        &ctx.config.cluster_domain,
-        transport.intent.tls,
-    )
-    .await
-    {
-        Ok(tls) => tls,
-        Err(error) => {
+    let prepared = match prepare(ctx, Reads::Fresh(&ctx.client), &cluster, key, earlier).await {
+        Ok(prepared) => prepared,
+        Err(ReconcileError::Tls(error)) => {
             report_certificates_failed(ctx, &objects, &object, &error).await;
             return Err(error.into());
         }
+        Err(error) => return Err(error),
     };
-    // Clients use TLS once every member serves it; plain HTTP before.
-    let etcd_settings = ConnectSettings {
-        tls: tls
-            .as_ref()
-            .filter(|_| transport.running.clients_use_tls())
-            .map(|material| material.client.clone()),
-        ..ctx.config.etcd.clone()
-    };
-    let mut snapshot = observe::observe(&ctx.client, &cluster, etcd_settings.clone()).await?;
-    snapshot.tls = tls.map(|material| material.observation);
-    snapshot.transport = transport;
-    if let Some(tls) = &snapshot.tls {
-        ctx.metrics
-            .set_certificates(&namespace, &name, &certificate_expiry(&name, &tls.status));
-    }
-    ctx.nodes.set_nodes(key, snapshot.pod_node_names());
-
-    let settings = plan::BuildSettings {
-        operator_image: ctx.config.operator_image.clone(),
-        cluster_domain: ctx.config.cluster_domain.clone(),
-    };
-    let plan = plan::plan(&cluster, &snapshot, &settings, Timestamp::now());
+    let Prepared {
+        snapshot,
+        plan,
+        etcd_settings,
+    } = prepared;
+    record(ctx, key, &cluster, &snapshot);
 
     // A disruptive step is taken only if a second read agrees with the one
     // it was planned from (observing etcd can take seconds, more when
@@ -188,6 +317,8 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
                     publish(ctx, &reference, failure_event(action, error)).await;
                 }
             }
+            // What the step changed is read again, certificates included.
+            ctx.certificates.forget(key);
             Some((action, result))
         }
         None => None,
@@ -208,8 +339,6 @@ pub async fn pass(ctx: &Context, trigger: &DynamicObject) -> Result<Action, Reco
     // Written only over the status this pass read: a newer one (another
     // writer's, or one this pass did not see) is never overwritten.
     status::write(&api, &cluster, &desired).await?;
-    ctx.metrics
-        .set_cluster(&namespace, &name, gauges(&cluster, &snapshot.etcd));
 
     if let Some((_, Err(error))) = outcome {
         return Err(error.into());
@@ -267,6 +396,7 @@ async fn read(
 
 fn forget(ctx: &Context, key: &ClusterKey) {
     ctx.nodes.forget(key);
+    ctx.certificates.forget(key);
     ctx.metrics.forget_cluster(&key.namespace, &key.name);
 }
 

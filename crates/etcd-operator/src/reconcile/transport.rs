@@ -3,12 +3,12 @@
 //! stages the member Pods' command lines say, else what the spec asks.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::ListParams;
-use kube::{Api, Client, ResourceExt};
+use kube::ResourceExt;
 
 use super::error::ObserveError;
+use super::watched::{Reads, label_selector};
 use crate::api::EtcdCluster;
-use crate::api::identity::{ORDINAL_LABEL, cluster_selector};
+use crate::api::identity::{CLUSTER_LABEL, ORDINAL_LABEL};
 use crate::api::transport_choice;
 use crate::transport::{self, Intent, Transport};
 
@@ -48,12 +48,15 @@ impl TransportFacts {
 
 /// The facts of `cluster`: its recorded stage, or its member Pods' (one
 /// list of Pods, only when status records none).
-pub async fn facts(client: &Client, cluster: &EtcdCluster) -> Result<TransportFacts, ObserveError> {
+pub async fn facts(
+    reads: Reads<'_>,
+    cluster: &EtcdCluster,
+) -> Result<TransportFacts, ObserveError> {
     let status = cluster.status.as_ref();
     let recorded = status.and_then(|s| s.transport);
     let pods = match recorded {
         Some(_) => Vec::new(),
-        None => member_pod_stages(client, cluster).await?,
+        None => member_pod_stages(reads, cluster).await?,
     };
     let running = transport_choice::running(
         recorded,
@@ -68,22 +71,20 @@ pub async fn facts(client: &Client, cluster: &EtcdCluster) -> Result<TransportFa
 }
 
 async fn member_pod_stages(
-    client: &Client,
+    reads: Reads<'_>,
     cluster: &EtcdCluster,
 ) -> Result<Vec<Transport>, ObserveError> {
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let list = pods
-        .list(&ListParams::default().labels(&cluster_selector(&name)))
+    let pods = reads
+        .list::<Pod>(Some(&namespace), &label_selector(CLUSTER_LABEL, &name))
         .await
         .map_err(|source| ObserveError::List {
             kind: "pods",
             cluster: name.clone(),
             source,
         })?;
-    Ok(list
-        .items
+    Ok(pods
         .iter()
         .filter(|p| p.labels().contains_key(ORDINAL_LABEL))
         .filter_map(pod_stage)

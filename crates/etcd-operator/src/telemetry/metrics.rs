@@ -32,6 +32,15 @@ pub struct MetricDescription {
     pub help: String,
 }
 
+/// What a pass planned its writes from.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PlannedFromLabels {
+    /// `copies` (the watch-fed copies said nothing was to change; no
+    /// request to the API server) or `api` (fresh reads, then any step and
+    /// status write).
+    pub reads: String,
+}
+
 /// `step` and `category` of a failed reconcile.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
@@ -133,6 +142,7 @@ pub struct IncrementalGauges {
 pub struct Metrics {
     registry: Arc<Registry>,
     reconciles: Counter,
+    planned_from: Family<PlannedFromLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
     actions: Family<ActionLabels, Counter>,
     reconcile_seconds: Histogram,
@@ -174,6 +184,14 @@ impl Metrics {
             "reconciles",
             "Reconcile passes started",
             reconciles.clone(),
+        );
+        let planned_from = Family::<PlannedFromLabels, Counter>::default();
+        register(
+            &mut registry,
+            &mut described,
+            "reconcile_passes",
+            "Finished planning of reconcile passes by what they planned from: `copies` (watch-fed, nothing to change, no API request) or `api` (fresh reads, then any step and status write)",
+            planned_from.clone(),
         );
         let errors = Family::<ErrorLabels, Counter>::default();
         register(
@@ -274,6 +292,7 @@ impl Metrics {
         Self {
             registry: Arc::new(registry),
             reconciles,
+            planned_from,
             errors,
             actions,
             reconcile_seconds,
@@ -300,6 +319,17 @@ impl Metrics {
     /// Counts a reconcile pass.
     pub fn reconcile_started(&self) {
         self.reconciles.inc();
+    }
+
+    /// Counts a pass by what it planned from: the copies alone (`true`)
+    /// or fresh reads.
+    pub fn pass_from_copies(&self, from_copies: bool) {
+        let reads = if from_copies { "copies" } else { "api" };
+        self.planned_from
+            .get_or_create(&PlannedFromLabels {
+                reads: reads.to_owned(),
+            })
+            .inc();
     }
 
     /// Records how long a pass took.
