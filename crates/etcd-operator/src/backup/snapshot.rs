@@ -5,15 +5,15 @@
 
 use std::time::{Duration, Instant};
 
-use async_compression::Level;
-use async_compression::tokio::write::ZstdEncoder;
-use bytes::Bytes;
+use std::io::Write;
+
+use bytes::{Bytes, BytesMut};
 use chrono::Utc;
 use object_store::{ObjectStoreExt, PutPayload, WriteMultipart};
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
 
-use super::encryption::{EncryptionKey, SealingWriter};
+use super::encryption::{EncryptionKey, Sealer};
 use super::metadata::{
     BackupMetadata, BackupWriter, ENCRYPTED_SUFFIX, FORMAT, SNAPSHOT_SUFFIX, backup_base_name,
 };
@@ -26,6 +26,10 @@ use crate::etcd::ConnectSettings;
 pub const PART_SIZE: usize = 8 * 1024 * 1024;
 /// Parts uploaded concurrently.
 const PARTS_IN_FLIGHT: usize = 2;
+/// zstd level of full backups.
+pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
+/// zstd worker threads of full backups.
+pub const DEFAULT_ZSTD_WORKERS: u32 = 0;
 
 /// How a backup is taken.
 #[derive(Debug, Clone)]
@@ -36,6 +40,9 @@ pub struct SnapshotOptions {
     pub stall_timeout: Duration,
     /// zstd level (1 fastest .. 19 smallest); 3 is zstd's default.
     pub zstd_level: i32,
+    /// Worker threads of zstd's own; 0 compresses in the backup's
+    /// compression thread.
+    pub zstd_workers: u32,
     /// Who takes the backup, recorded in its metadata (retention deletes
     /// only its writer's backups).
     pub writer: Option<BackupWriter>,
@@ -56,7 +63,8 @@ impl Default for SnapshotOptions {
         Self {
             settings: ConnectSettings::default(),
             stall_timeout: Duration::from_secs(60),
-            zstd_level: 3,
+            zstd_level: DEFAULT_ZSTD_LEVEL,
+            zstd_workers: DEFAULT_ZSTD_WORKERS,
             writer: None,
         }
     }
@@ -148,8 +156,12 @@ pub async fn take_backup(
 }
 
 /// Streams, verifies, compresses, seals (with `key`) and hands parts to
-/// the upload. Returns the verified snapshot, the stored size and the
-/// stored SHA-256.
+/// the upload, each stage on its own so that they overlap: this task reads
+/// the stream and feeds the upload; a thread checks etcd's hash; a thread
+/// compresses (with zstd's own workers when asked), seals and cuts parts.
+/// Each stage holds a few chunks at most, so memory stays bounded by a few
+/// parts. Returns the verified snapshot, the stored size and the stored
+/// SHA-256.
 async fn stream_into(
     stream: &mut etcd_client::SnapshotStreaming,
     upload: &mut WriteMultipart,
@@ -158,66 +170,196 @@ async fn stream_into(
     key: Option<&EncryptionKey>,
     options: &SnapshotOptions,
 ) -> Result<(super::verify::VerifiedSnapshot, u64, String), BackupError> {
-    let io =
-        |e: std::io::Error| BackupError::io(format!("compress the snapshot for {location}"), e);
-    let mut verifier = SnapshotVerifier::new();
-    let sealing =
-        SealingWriter::new(Vec::with_capacity(PART_SIZE), key).map_err(|e| BackupError::Io {
+    let sealer = key
+        .map(Sealer::new)
+        .transpose()
+        .map_err(|e| BackupError::Io {
             context: format!("encrypt the snapshot for {location}"),
             source: std::io::Error::other(e),
         })?;
-    let mut encoder = ZstdEncoder::with_quality(sealing, Level::Precise(options.zstd_level));
-    let mut stored = StoredDigest::default();
+    let (verify_tx, verify_rx) = mpsc::channel::<Bytes>(CHUNKS_QUEUED);
+    let (compress_tx, compress_rx) = mpsc::channel::<Bytes>(CHUNKS_QUEUED);
+    let (parts_tx, mut parts_rx) = mpsc::channel::<Bytes>(1);
+    let verifying = tokio::task::spawn_blocking(move || verify_chunks(verify_rx));
+    let (level, workers) = (options.zstd_level, options.zstd_workers);
+    let compressing = tokio::task::spawn_blocking(move || {
+        compress_chunks(
+            compress_rx,
+            level,
+            workers,
+            PartCutter::new(sealer, parts_tx),
+        )
+    });
+    let reading = read_stream(
+        stream,
+        [verify_tx, compress_tx],
+        source,
+        options.stall_timeout,
+    );
+    let uploading = async {
+        while let Some(part) = parts_rx.recv().await {
+            upload.wait_for_capacity(PARTS_IN_FLIGHT).await?;
+            upload.put(part);
+        }
+        Ok::<(), BackupError>(())
+    };
+    let (read, uploaded) = tokio::join!(reading, uploading);
+    let stage = |e: tokio::task::JoinError| {
+        BackupError::io(
+            format!("compress the snapshot for {location}"),
+            std::io::Error::other(e),
+        )
+    };
+    let compressed = compressing.await.map_err(stage)?;
+    let verifier = verifying.await.map_err(stage)?;
+    // The first cause wins: a stage that stopped stops the ones before it.
+    uploaded?;
+    let (stored_bytes, stored_sha256) = compressed
+        .map_err(|e| BackupError::io(format!("compress the snapshot for {location}"), e))?;
+    read?;
+    let verified = verifier.finish().map_err(|error| BackupError::Corrupt {
+        location: source.endpoint.clone(),
+        reason: Corruption::SnapshotStream(error),
+    })?;
+    Ok((verified, stored_bytes, stored_sha256))
+}
+
+/// Bytes of the snapshot handed to the stages at once.
+const CHUNK_BYTES: usize = 1024 * 1024;
+/// Chunks waiting before each stage; the stream is read no further ahead.
+const CHUNKS_QUEUED: usize = 4;
+
+/// Reads the snapshot stream into chunks of [`CHUNK_BYTES`] and hands each
+/// to every stage.
+async fn read_stream(
+    stream: &mut etcd_client::SnapshotStreaming,
+    stages: [mpsc::Sender<Bytes>; 2],
+    source: &SnapshotSource,
+    stall_timeout: Duration,
+) -> Result<(), BackupError> {
+    let stopped = || {
+        BackupError::io(
+            format!("stream the snapshot of {}", source.endpoint),
+            std::io::Error::other("a stage of the backup stopped"),
+        )
+    };
+    let mut chunk = BytesMut::with_capacity(CHUNK_BYTES);
     loop {
-        let message = tokio::time::timeout(options.stall_timeout, stream.message())
+        let message = tokio::time::timeout(stall_timeout, stream.message())
             .await
             .map_err(|_| BackupError::Timeout {
                 endpoint: source.endpoint.clone(),
-                timeout: options.stall_timeout,
+                timeout: stall_timeout,
             })?
             .map_err(|e| BackupError::Stream {
                 endpoint: source.endpoint.clone(),
                 message: e.to_string(),
             })?;
-        let Some(message) = message else { break };
-        verifier.update(message.blob());
-        encoder.write_all(message.blob()).await.map_err(io)?;
-        if encoder.get_ref().get_ref().len() >= PART_SIZE {
-            let part =
-                std::mem::replace(encoder.get_mut().get_mut(), Vec::with_capacity(PART_SIZE));
-            stored.put(upload, part).await?;
+        let end = message.is_none();
+        if let Some(message) = &message {
+            chunk.extend_from_slice(message.blob());
+        }
+        if chunk.len() >= CHUNK_BYTES || (end && !chunk.is_empty()) {
+            let full = std::mem::replace(&mut chunk, BytesMut::with_capacity(CHUNK_BYTES)).freeze();
+            for stage in &stages {
+                stage.send(full.clone()).await.map_err(|_| stopped())?;
+            }
+        }
+        if end {
+            return Ok(());
         }
     }
-    encoder.shutdown().await.map_err(io)?;
-    let rest = std::mem::take(encoder.get_mut().get_mut());
-    stored.put(upload, rest).await?;
-    let verified = verifier.finish().map_err(|error| BackupError::Corrupt {
-        location: source.endpoint.clone(),
-        reason: Corruption::SnapshotStream(error),
-    })?;
-    Ok((
-        verified,
-        stored.bytes,
-        hex::encode(stored.hasher.finalize()),
-    ))
 }
 
-/// Size and SHA-256 of what is uploaded.
-#[derive(Default)]
-struct StoredDigest {
+/// The hash-check stage: etcd's trailer checked over every chunk.
+fn verify_chunks(mut chunks: mpsc::Receiver<Bytes>) -> SnapshotVerifier {
+    let mut verifier = SnapshotVerifier::new();
+    while let Some(chunk) = chunks.blocking_recv() {
+        verifier.update(&chunk);
+    }
+    verifier
+}
+
+/// The compression stage: zstd at `level` with `workers` threads of its
+/// own (0: in this thread), into `parts`. Returns the stored size and
+/// SHA-256.
+fn compress_chunks(
+    mut chunks: mpsc::Receiver<Bytes>,
+    level: i32,
+    workers: u32,
+    parts: PartCutter,
+) -> std::io::Result<(u64, String)> {
+    let mut encoder = zstd::stream::write::Encoder::new(parts, level)?;
+    if workers > 0 {
+        encoder.multithread(workers)?;
+    }
+    while let Some(chunk) = chunks.blocking_recv() {
+        encoder.write_all(&chunk)?;
+    }
+    encoder.finish()?.finish()
+}
+
+/// Seals (with a key) what zstd writes and cuts it into parts of at least
+/// [`PART_SIZE`] for the upload, hashing and counting the stored bytes.
+struct PartCutter {
+    sealer: Option<Sealer>,
+    part: Vec<u8>,
+    parts: mpsc::Sender<Bytes>,
     hasher: Sha256,
     bytes: u64,
 }
 
-impl StoredDigest {
-    async fn put(&mut self, upload: &mut WriteMultipart, part: Vec<u8>) -> Result<(), BackupError> {
-        if part.is_empty() {
+impl PartCutter {
+    fn new(sealer: Option<Sealer>, parts: mpsc::Sender<Bytes>) -> Self {
+        Self {
+            sealer,
+            part: Vec::with_capacity(PART_SIZE),
+            parts,
+            hasher: Sha256::new(),
+            bytes: 0,
+        }
+    }
+
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.part.is_empty() {
             return Ok(());
         }
+        let part = std::mem::replace(&mut self.part, Vec::with_capacity(PART_SIZE));
         self.hasher.update(&part);
         self.bytes += part.len() as u64;
-        upload.wait_for_capacity(PARTS_IN_FLIGHT).await?;
-        upload.put(Bytes::from(part));
+        self.parts
+            .blocking_send(Bytes::from(part))
+            .map_err(|_| std::io::Error::other("the upload stopped"))
+    }
+
+    /// Seals the last chunk and sends the last part: the stored size and
+    /// SHA-256.
+    fn finish(mut self) -> std::io::Result<(u64, String)> {
+        if let Some(sealer) = self.sealer.take() {
+            sealer
+                .finish(&mut self.part)
+                .map_err(std::io::Error::other)?;
+        }
+        self.send()?;
+        Ok((self.bytes, hex::encode(self.hasher.finalize())))
+    }
+}
+
+impl Write for PartCutter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match &mut self.sealer {
+            Some(sealer) => sealer
+                .push(buf, &mut self.part)
+                .map_err(std::io::Error::other)?,
+            None => self.part.extend_from_slice(buf),
+        }
+        if self.part.len() >= PART_SIZE {
+            self.send()?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }
