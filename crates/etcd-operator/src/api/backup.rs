@@ -472,7 +472,7 @@ mod tests {
         let props = &schedule["properties"]["spec"]["properties"];
         assert_eq!(
             props["incremental"]["properties"]["interval"]["default"],
-            "20s"
+            "4s"
         );
         assert_eq!(props["retention"]["properties"]["count"]["default"], 7);
     }

@@ -128,7 +128,7 @@ impl Default for BackupRetention {
 
 /// Continuous incremental backup: after each full snapshot the operator
 /// watches the cluster from the snapshot's revision and writes ordered
-/// segments, so a restore loses at most one segment period.
+/// segments, so a restore loses at most about one interval of writes.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct IncrementalBackup {
@@ -136,11 +136,14 @@ pub struct IncrementalBackup {
     #[serde(default)]
     pub enabled: bool,
 
-    /// Longest time between two segments (Go duration, default `20s`, at
-    /// least `1s`).
+    /// Longest time a write waits to be stored, the recovery point
+    /// objective (Go duration, default `4s`, at least `1s`): a segment is
+    /// closed early enough for its upload to end within it. While writes
+    /// go on, each interval costs two object-store requests (the segment
+    /// and its metadata): about 43,200 a day at `4s`, 8,640 at `20s`.
     #[serde(default = "default_segment_interval")]
     #[schemars(length(max = 64))]
-    #[x_kube(validation = rules::go_duration("incremental.interval", "1s", false, "20s"))]
+    #[x_kube(validation = rules::go_duration("incremental.interval", "1s", false, "4s"))]
     pub interval: Duration,
 
     /// A segment is closed early when it reaches this many bytes (default
@@ -152,7 +155,7 @@ pub struct IncrementalBackup {
 }
 
 fn default_segment_interval() -> Duration {
-    std::time::Duration::from_secs(20).into()
+    std::time::Duration::from_secs(4).into()
 }
 
 fn default_max_segment_bytes() -> i64 {

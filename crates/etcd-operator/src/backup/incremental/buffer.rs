@@ -51,6 +51,11 @@ impl SegmentBuffer {
         self.encoded.len()
     }
 
+    /// When the first event held arrived, if any.
+    pub fn opened_at(&self) -> Option<DateTime<Utc>> {
+        self.opened_at
+    }
+
     /// Revision of the newest event held, if any.
     pub fn last_revision(&self) -> Option<i64> {
         (!self.is_empty()).then_some(self.last_revision)

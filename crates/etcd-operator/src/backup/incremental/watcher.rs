@@ -10,13 +10,18 @@
 //!   another tool) heads no chain. Restores may still use any backup. A
 //!   watcher without a writer (tools, tests) follows the newest full
 //!   backup whoever wrote it.
-//! - A segment is closed every `interval`, or as soon as it holds
-//!   `max_segment_bytes` (checked between watch responses, which etcd fills
-//!   with whole revisions, so a revision never spans two segments). An
-//!   interval without events writes nothing; the watcher asks etcd for its
-//!   watch progress instead: etcd answers with its current revision once
-//!   it has sent every event up to it, which moves the recovery point of
-//!   an idle cluster and keeps its loss window at zero.
+//! - `interval` is the longest a delivered write waits to be stored: a
+//!   segment is closed `interval` after its first event arrived, less the
+//!   time recent uploads took, so that its upload ends within the interval;
+//!   or as soon as it holds `max_segment_bytes` (checked between watch
+//!   responses, which etcd fills with whole revisions, so a revision never
+//!   spans two segments). The watch is read on while a segment uploads;
+//!   segments are stored one at a time, in order (a segment exists once its
+//!   metadata does, and a chain has no hole), so memory holds at most two.
+//!   An interval without events writes nothing; the watcher asks etcd for
+//!   its watch progress instead: etcd answers with its current revision
+//!   once it has sent every event up to it, which moves the recovery point
+//!   of an idle cluster and keeps its loss window at zero.
 //! - The watch starts at the chain's last revision itself, not the one
 //!   after: etcd answers a progress request only at or past a watch's
 //!   start revision, so a watch started after the current revision of a
@@ -36,6 +41,7 @@
 //!   its writer is listed and verified and the watch resumes after its end;
 //!   a hole, a corrupt segment, or a compacted history is a gap.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,7 +57,7 @@ use super::chain::{ChainGap, GapKind, segment_chain};
 use super::format::{EventKind, SegmentEvent};
 use super::leases::{KnownLeases, granted_ttls, new_leases};
 use super::progress::{IncrementalProgress, answer_within};
-use super::segment::{SegmentMetadata, base_name, store_segment};
+use super::segment::{PendingSegment, SegmentMetadata, base_name, store_segment};
 use crate::backup::restore::sealed_like_store;
 use crate::backup::{
     BackupError, BackupMetadata, BackupStore, SnapshotOptions, TakenBackup, list_backups,
@@ -69,6 +75,8 @@ const NEWER_BASE_CHECK: Duration = Duration::from_secs(60);
 /// Capacity of the notice channel; notices beyond it are dropped (the
 /// progress still counts them).
 const NOTICES: usize = 64;
+/// Upload durations remembered to close segments early enough.
+const UPLOADS_REMEMBERED: usize = 8;
 
 /// The members' client URLs, and the TLS to reach them with (`None` for
 /// a plaintext cluster).
@@ -100,7 +108,8 @@ pub struct IncrementalOptions {
     pub namespace: String,
     /// Name of the `EtcdCluster`.
     pub cluster: String,
-    /// Longest time a segment stays open.
+    /// Longest time a delivered write waits to be stored: a segment is
+    /// closed early enough for its upload to end within it.
     pub interval: Duration,
     /// A segment is closed once it holds this many encoded bytes.
     pub max_segment_bytes: usize,
@@ -116,12 +125,12 @@ pub struct IncrementalOptions {
 }
 
 impl IncrementalOptions {
-    /// Options with the API's defaults (20 s, 16 MiB) for a cluster.
+    /// Options with the API's defaults (4 s, 16 MiB) for a cluster.
     pub fn new(namespace: &str, cluster: &str) -> Self {
         Self {
             namespace: namespace.to_string(),
             cluster: cluster.to_string(),
-            interval: Duration::from_secs(20),
+            interval: Duration::from_secs(4),
             max_segment_bytes: 16 * 1024 * 1024,
             snapshot: SnapshotOptions::default(),
             gaps_before: 0,
@@ -479,7 +488,7 @@ impl Watcher {
         let (client, mut stream) = open_watch(&endpoints, from, &self.options, tls.as_deref())
             .await
             .map_err(|e| etcd_error(format!("open the watch: {e}")))?;
-        let mut buffer = SegmentBuffer::new();
+        let mut buffer = Segments::default();
         let interval = self.options.interval;
         let mut ticker = tokio::time::interval_at(Instant::now() + interval, interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -490,6 +499,9 @@ impl Watcher {
         // The newest revision received (durable or in the buffer).
         let mut received = position.last_revision;
         loop {
+            let storing = buffer.storing.is_some();
+            let close_at = buffer.close_at(interval).filter(|_| !storing);
+            let reading = !(storing && buffer.buffer.is_full(self.options.max_segment_bytes));
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => {
@@ -520,14 +532,21 @@ impl Watcher {
                         return Ok(WatchEnd::Restart);
                     }
                 }
+                stored = stored(&mut buffer.storing) => {
+                    self.stored(position, &mut buffer, stored)?;
+                    if buffer.is_due(interval, self.options.max_segment_bytes) {
+                        buffer.start(&self.store, &position.base);
+                    }
+                }
+                () = sleep_until(close_at) => {
+                    buffer.start(&self.store, &position.base);
+                }
                 _ = ticker.tick() => {
-                    if buffer.is_empty() {
+                    if buffer.is_idle() {
                         stream
                             .request_progress()
                             .await
                             .map_err(|e| etcd_error(format!("request the watch progress: {e}")))?;
-                    } else {
-                        self.flush(position, &mut buffer).await?;
                     }
                     if last_heard.elapsed() > silence_limit {
                         return Err(etcd_error(format!(
@@ -536,7 +555,7 @@ impl Watcher {
                         )));
                     }
                 }
-                message = stream.message() => {
+                message = stream.message(), if reading => {
                     last_heard = Instant::now();
                     let response = match message {
                         Ok(Some(response)) => response,
@@ -597,7 +616,7 @@ impl Watcher {
                         // Progress: every event up to the header's revision
                         // has been delivered.
                         let revision = response.header().map_or(0, |h| h.revision());
-                        if buffer.is_empty() && revision >= received {
+                        if buffer.is_idle() && revision >= received {
                             self.mark_idle(revision);
                         }
                         continue;
@@ -608,8 +627,9 @@ impl Watcher {
                         .filter_map(segment_event)
                         .filter(|e| e.revision > position.last_revision)
                         .collect();
-                    let unrecorded =
-                        new_leases(&events, |l| position.leases.contains(l) || buffer.has_lease(l));
+                    let unrecorded = new_leases(&events, |l| {
+                        position.leases.contains(l) || buffer.has_lease(l)
+                    });
                     let learned = match granted_ttls(&client, unrecorded).await {
                         Ok(learned) => learned,
                         Err(message) => {
@@ -629,7 +649,7 @@ impl Watcher {
                         }
                         received = event.revision;
                         if let Some(lease) = learned.get(&event.lease) {
-                            buffer.push_lease(lease);
+                            buffer.buffer.push_lease(lease);
                         }
                         buffer.push(&event, now).map_err(|error| BackupError::Corrupt {
                             location: endpoints.join(","),
@@ -639,27 +659,50 @@ impl Watcher {
                     if received > delivered_before {
                         self.delivered(received, now);
                     }
-                    if buffer.is_full(self.options.max_segment_bytes) {
-                        self.flush(position, &mut buffer).await?;
+                    if !storing && buffer.buffer.is_full(self.options.max_segment_bytes) {
+                        buffer.start(&self.store, &position.base);
                     }
                 }
             }
         }
     }
 
-    /// Writes the buffered events as the next segment, if any.
+    /// Waits for the segment being stored, then stores the buffered events
+    /// as the next segment, if any: everything delivered is durable (or
+    /// the error says why not).
     async fn flush(
         &mut self,
         position: &mut Position,
-        buffer: &mut SegmentBuffer,
+        segments: &mut Segments,
     ) -> Result<(), BackupError> {
-        let Some(pending) = buffer.take(Utc::now()) else {
+        if segments.storing.is_some() {
+            let result = stored(&mut segments.storing).await;
+            self.stored(position, segments, result)?;
+        }
+        if segments.buffer.is_empty() {
+            return Ok(());
+        }
+        segments.start(&self.store, &position.base);
+        let result = stored(&mut segments.storing).await;
+        self.stored(position, segments, result)
+    }
+
+    /// The segment being stored is durable (or failed: the error is the
+    /// watch's, which resumes from the chain's end).
+    fn stored(
+        &mut self,
+        position: &mut Position,
+        segments: &mut Segments,
+        result: StoreResult,
+    ) -> Result<(), BackupError> {
+        let Some(storing) = segments.storing.take() else {
             return Ok(());
         };
-        let segment = store_segment(&self.store, &position.base, &pending).await?;
+        let segment = result?;
+        segments.remember_upload(storing.started.elapsed());
         position.last_revision = segment.last_revision;
         position.segments += 1;
-        position.leases.extend(pending.leases);
+        position.leases.extend(storing.leases);
         self.failures = 0;
         tracing::debug!(
             cluster = %self.options.cluster,
@@ -667,14 +710,18 @@ impl Watcher {
             events = segment.events,
             "incremental segment written"
         );
-        let segments = position.segments;
+        let count = position.segments;
         let covers_received = segment.last_revision >= self.received_high;
+        // The oldest write still waiting is the first of the open segment.
+        let waiting_since = segments.buffer.opened_at();
         self.progress.send_modify(|p| {
-            p.segments = segments;
+            p.segments = count;
             p.durable_revision = Some(segment.last_revision);
             p.durable_at = Some(segment.closed_at);
             if covers_received {
                 p.pending_since = None;
+            } else if let Some(since) = waiting_since {
+                p.pending_since = Some(since);
             }
             p.last_segment = Some(segment);
             p.last_error = None;
@@ -704,6 +751,139 @@ impl Watcher {
             p.pending_since = None;
             p.last_error = None;
         });
+    }
+}
+
+/// What storing a segment gives.
+type StoreResult = Result<SegmentMetadata, BackupError>;
+
+/// A segment on its way to the store.
+struct Storing {
+    task: tokio::task::JoinHandle<StoreResult>,
+    /// The leases recorded in it.
+    leases: Vec<i64>,
+    started: Instant,
+}
+
+/// The segment being filled, and the one being stored (at most one:
+/// segments become durable in order).
+#[derive(Default)]
+struct Segments {
+    buffer: SegmentBuffer,
+    /// When the open segment's first event arrived.
+    opened: Option<Instant>,
+    storing: Option<Storing>,
+    /// The last uploads' durations, newest last.
+    uploads: VecDeque<Duration>,
+}
+
+impl Segments {
+    /// Appends an event received at `now` to the open segment.
+    fn push(
+        &mut self,
+        event: &SegmentEvent,
+        now: DateTime<Utc>,
+    ) -> Result<(), super::format::EncodeError> {
+        self.buffer.push(event, now)?;
+        self.opened.get_or_insert_with(Instant::now);
+        Ok(())
+    }
+
+    /// Whether the lease is recorded in the open segment or the one being
+    /// stored.
+    fn has_lease(&self, lease: i64) -> bool {
+        self.buffer.has_lease(lease)
+            || self
+                .storing
+                .as_ref()
+                .is_some_and(|s| s.leases.contains(&lease))
+    }
+
+    /// Nothing delivered waits to be stored.
+    fn is_idle(&self) -> bool {
+        self.buffer.is_empty() && self.storing.is_none()
+    }
+
+    /// When the open segment must close for its upload to end within
+    /// `interval` of its first event.
+    fn close_at(&self, interval: Duration) -> Option<Instant> {
+        self.opened
+            .map(|opened| opened + interval.saturating_sub(self.upload_allowance(interval)))
+    }
+
+    /// Whether the open segment must close now.
+    fn is_due(&self, interval: Duration, max_bytes: usize) -> bool {
+        !self.buffer.is_empty()
+            && (self.buffer.is_full(max_bytes)
+                || self
+                    .close_at(interval)
+                    .is_some_and(|at| at <= Instant::now()))
+    }
+
+    /// The time left for the upload: a quarter more than the slowest of
+    /// the last uploads (a tenth of the interval before the first), at
+    /// most half the interval.
+    fn upload_allowance(&self, interval: Duration) -> Duration {
+        upload_allowance(&self.uploads, interval)
+    }
+
+    fn remember_upload(&mut self, took: Duration) {
+        if self.uploads.len() == UPLOADS_REMEMBERED {
+            self.uploads.pop_front();
+        }
+        self.uploads.push_back(took);
+    }
+
+    /// Closes the open segment and starts storing it after `base`.
+    fn start(&mut self, store: &BackupStore, base: &BackupMetadata) {
+        let Some(pending) = self.buffer.take(Utc::now()) else {
+            return;
+        };
+        self.opened = None;
+        let leases = pending.leases.clone();
+        let (store, base) = (store.clone(), base.clone());
+        let task = tokio::spawn(async move { store_pending(store, base, pending).await });
+        self.storing = Some(Storing {
+            task,
+            leases,
+            started: Instant::now(),
+        });
+    }
+}
+
+async fn store_pending(
+    store: BackupStore,
+    base: BackupMetadata,
+    pending: PendingSegment,
+) -> StoreResult {
+    store_segment(&store, &base, &pending).await
+}
+
+/// See [`Segments::upload_allowance`].
+fn upload_allowance(uploads: &VecDeque<Duration>, interval: Duration) -> Duration {
+    let slowest = uploads.iter().max().copied();
+    let allowance = slowest.map_or(interval / 10, |slowest| slowest.mul_f64(1.25));
+    allowance.min(interval / 2)
+}
+
+/// The end of the segment being stored; never, when none is.
+async fn stored(storing: &mut Option<Storing>) -> StoreResult {
+    match storing {
+        Some(storing) => (&mut storing.task).await.unwrap_or_else(|e| {
+            Err(BackupError::io(
+                "store an incremental segment",
+                std::io::Error::other(e),
+            ))
+        }),
+        None => std::future::pending().await,
+    }
+}
+
+/// At `at`; never, without a time.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -785,6 +965,29 @@ mod tests {
         assert_eq!(back_off(1, min, max), Duration::from_secs(1));
         assert_eq!(back_off(3, min, max), Duration::from_secs(4));
         assert_eq!(back_off(40, min, max), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_segment_closes_early_enough_for_its_upload() {
+        let interval = Duration::from_secs(4);
+        let mut uploads = VecDeque::new();
+        assert_eq!(
+            upload_allowance(&uploads, interval),
+            Duration::from_millis(400),
+            "a tenth of the interval before any upload"
+        );
+        uploads.extend([Duration::from_millis(80), Duration::from_millis(200)]);
+        assert_eq!(
+            upload_allowance(&uploads, interval),
+            Duration::from_millis(250),
+            "the slowest recent upload and a quarter more"
+        );
+        uploads.push_back(Duration::from_secs(30));
+        assert_eq!(
+            upload_allowance(&uploads, interval),
+            Duration::from_secs(2),
+            "never more than half the interval"
+        );
     }
 
     #[test]

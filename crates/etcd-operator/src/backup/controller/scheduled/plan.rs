@@ -34,7 +34,7 @@ const WAKE_AT_LEAST_EVERY: Duration = Duration::from_secs(300);
 /// After a failed backup the next attempt comes this soon at the latest.
 const RETRY_FAILED_BACKUP: Duration = Duration::from_secs(60);
 /// The segment interval when the spec's is negative.
-const DEFAULT_SEGMENT_INTERVAL: Duration = Duration::from_secs(20);
+const DEFAULT_SEGMENT_INTERVAL: Duration = Duration::from_secs(4);
 /// The period assumed when the cron has no next two fire times.
 const DEFAULT_PERIOD: chrono::Duration = chrono::Duration::hours(1);
 

@@ -293,8 +293,14 @@ fn a_watcher_runs_only_when_enabled_and_not_suspended() {
     let enabled = schedule(json!({ "incremental": { "enabled": true } }));
     assert_eq!(
         watcher_interval(&enabled.spec),
-        Some(Duration::from_secs(20))
+        Some(Duration::from_secs(4))
     );
+    assert_eq!(
+        watcher_interval(&enabled.spec),
+        Some(crate::backup::incremental::IncrementalOptions::new("ns", "c").interval),
+        "the API's default is the watcher's"
+    );
+    assert_eq!(DEFAULT_SEGMENT_INTERVAL, Duration::from_secs(4));
     let suspended = schedule(json!({ "incremental": { "enabled": true }, "suspend": true }));
     assert_eq!(watcher_interval(&suspended.spec), None);
     let fast = schedule(json!({ "incremental": { "enabled": true, "interval": "200ms" } }));
@@ -576,7 +582,7 @@ fn gauges_show_the_newest_backup_the_period_and_the_recovery_point() {
     assert_eq!(
         gauges.incremental,
         Some(IncrementalGauges {
-            interval_seconds: 20,
+            interval_seconds: 4,
             recovery_point: Some(now.timestamp() - 5),
             loss_window_seconds: Some(0),
         })
