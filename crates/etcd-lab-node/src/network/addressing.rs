@@ -63,6 +63,19 @@ pub fn is_pod_ip_of(index: u8, ip: Ipv4Addr) -> bool {
     o[0] == 10 && o[1] == 244 && o[2] == index && (FIRST_POD_OCTET..=LAST_POD_OCTET).contains(&o[3])
 }
 
+/// MAC address of the interface that holds `ip` in a lab namespace:
+/// `0a:58:` followed by the four bytes of the address (locally
+/// administered, unicast; the scheme of OVN-Kubernetes). A pod made again
+/// with an address an earlier pod had (same name, same node) gets the same
+/// MAC, so the neighbour entries the node, the router and the other pods
+/// still hold for the address stay right. With a random MAC they would send
+/// to the gone pod's MAC until the entry expires (15 to 45 s reachable time,
+/// then the unicast probes): the node's probes would time out meanwhile.
+pub fn mac_of(ip: Ipv4Addr) -> String {
+    let [a, b, c, d] = ip.octets();
+    format!("0a:58:{a:02x}:{b:02x}:{c:02x}:{d:02x}")
+}
+
 /// Name of a pod's network namespace: `etcdlab-pod-<first 8 of uid>`.
 pub fn pod_netns_name(pod_uid: &str) -> String {
     format!("etcdlab-pod-{}", short_uid(pod_uid))
@@ -110,6 +123,15 @@ mod tests {
             .map(|o| Ipv4Addr::new(10, 244, 1, o))
             .collect();
         assert_eq!(allocate_pod_ip(1, &used), None);
+    }
+
+    #[test]
+    fn mac_follows_the_address() {
+        assert_eq!(mac_of(Ipv4Addr::new(10, 244, 1, 10)), "0a:58:0a:f4:01:0a");
+        assert_ne!(
+            mac_of(Ipv4Addr::new(10, 244, 1, 10)),
+            mac_of(Ipv4Addr::new(10, 244, 1, 11))
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@ use etcd_lab_common::IoContext;
 
 use super::addressing::{
     CLIENT_NETNS, CLIENT_OCTET, HOST_IP, LAB_CIDR, ROUTER_NETNS, ROUTER_UPLINK_IP, SERVICE_CIDR,
-    UPLINK_HOST, client_ip, node_gateway, node_ip, node_netns_name, pod_netns_name, pod_veth_name,
-    valid_node_index,
+    UPLINK_HOST, client_ip, mac_of, node_gateway, node_ip, node_netns_name, pod_netns_name,
+    pod_veth_name, valid_node_index,
 };
 use super::command::{ip, ip_quiet, netns_list, run};
 use super::{NetworkError, partition};
@@ -208,7 +208,8 @@ pub fn setup_client(dns_search: &str) -> Result<(), NetworkError> {
 }
 
 /// Creates veth `outer` in the router (on `bridge`) whose peer is `eth0` in
-/// `netns`, addressed `address/24` with a default route via `gateway`.
+/// `netns`, addressed `address/24` (MAC `mac_of(address)`) with a default
+/// route via `gateway`.
 fn attach_namespace(
     netns: &str,
     outer: &str,
@@ -232,6 +233,15 @@ fn attach_namespace(
     ])?;
     ip(&["-n", ROUTER_NETNS, "link", "set", outer, "master", bridge])?;
     ip(&["-n", ROUTER_NETNS, "link", "set", outer, "up"])?;
+    ip(&[
+        "-n",
+        netns,
+        "link",
+        "set",
+        "eth0",
+        "address",
+        &mac_of(address),
+    ])?;
     ip(&[
         "-n",
         netns,

@@ -1,0 +1,141 @@
+//! A pod address given again to a new pod on the same node (a pod deleted
+//! and made again with the same name gets the same address) is reachable at
+//! once from the node, the router and the node's other pods, although each
+//! of them still remembers the old pod's MAC address for it. Real
+//! namespaces, veths and TCP connections. Needs root; skipped (passes
+//! without doing anything) otherwise.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use etcd_lab_node::network::{self, addressing};
+use nix::sched::CloneFlags;
+
+const PORT: u16 = 8080;
+
+fn is_root() -> bool {
+    nix::unistd::Uid::effective().is_root()
+}
+
+/// Runs `f` on a thread that entered network namespace `netns`.
+fn in_netns<T: Send + 'static>(
+    netns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> JoinHandle<T> {
+    let path = Path::new("/run/netns").join(netns);
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).expect("open the namespace");
+        nix::sched::setns(&file, CloneFlags::CLONE_NEWNET).expect("setns");
+        f()
+    })
+}
+
+/// A TCP server in `netns` on `ip:PORT` that accepts until stopped.
+struct Listener {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    fn start(netns: &str, ip: Ipv4Addr) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = in_netns(netns, move || {
+            let listener = TcpListener::bind((ip, PORT)).expect("bind");
+            listener.set_nonblocking(true).expect("nonblocking");
+            ready_tx.send(()).expect("ready");
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => drop(stream),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        ready_rx.recv().expect("listener ready");
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Whether a TCP connection from `netns` to `ip:PORT` is made within `within`.
+fn connects(netns: &str, ip: Ipv4Addr, within: Duration) -> bool {
+    in_netns(netns, move || {
+        TcpStream::connect_timeout(&SocketAddr::from((ip, PORT)), within).is_ok()
+    })
+    .join()
+    .expect("connect thread")
+}
+
+#[test]
+fn a_reused_pod_address_is_reachable_at_once() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let router_existed = Path::new("/run/netns").join(network::ROUTER_NETNS).exists();
+    if !router_existed {
+        network::setup_router().expect("router");
+    }
+    let (node, node_index) = ("reuse", 247);
+    network::setup_node(node, node_index).expect("node");
+    let node_netns = addressing::node_netns_name(node);
+    let ip = Ipv4Addr::new(10, 244, node_index, 10);
+    let sibling_ip = Ipv4Addr::new(10, 244, node_index, 11);
+    let (old_uid, new_uid, sibling_uid) = (
+        "a0a0a0a0-0000-4000-8000-000000000001",
+        "b0b0b0b0-0000-4000-8000-000000000002",
+        "c0c0c0c0-0000-4000-8000-000000000003",
+    );
+    let sibling = network::setup_pod(sibling_uid, node_index, sibling_ip).expect("sibling pod");
+    let old = network::setup_pod(old_uid, node_index, ip).expect("old pod");
+
+    // The node, the router and a sibling pod talk to the old pod: each
+    // learns its MAC address for `ip`.
+    let listener = Listener::start(&old, ip);
+    for from in [&node_netns, network::ROUTER_NETNS, &sibling] {
+        assert!(
+            connects(from, ip, Duration::from_secs(2)),
+            "{from} reaches the old pod"
+        );
+    }
+    drop(listener);
+    network::teardown_pod(old_uid);
+
+    let new = network::setup_pod(new_uid, node_index, ip).expect("new pod");
+    let _listener = Listener::start(&new, ip);
+    let mut unreachable = Vec::new();
+    for from in [&node_netns, network::ROUTER_NETNS, &sibling] {
+        let started = Instant::now();
+        if !connects(from, ip, Duration::from_secs(3)) {
+            unreachable.push(format!("{from} (gave up after {:?})", started.elapsed()));
+        }
+    }
+
+    network::teardown_pod(new_uid);
+    network::teardown_pod(sibling_uid);
+    network::teardown_node(node, node_index);
+    if !router_existed {
+        network::teardown_all().expect("teardown");
+    }
+    assert!(
+        unreachable.is_empty(),
+        "the new pod at {ip} is not reachable from: {}",
+        unreachable.join(", ")
+    );
+}
