@@ -131,6 +131,10 @@ Runs per median: $(q "$op" .runs).
 | figure | median | runs |
 | --- | --- | --- |
 | create of a 3-member EtcdCluster to Available | $(s1 "$op" '.create_to_available.median_s') s | $(samples "$op" '.create_to_available.samples_s') |
+| one member Pod deleted: status shows the member down | $(s1 "$op" '.pod_deleted.status_down.median_s') s | $(samples "$op" '.pod_deleted.status_down.samples_s') |
+| same: old Pod gone (etcd stopped, Pod object deleted) | $(s1 "$op" '.pod_deleted.old_pod_gone.median_s') s | $(samples "$op" '.pod_deleted.old_pod_gone.samples_s') |
+| same: new Pod created by the operator | $(s1 "$op" '.pod_deleted.new_pod_created.median_s') s | $(samples "$op" '.pod_deleted.new_pod_created.samples_s') |
+| same: new Pod Ready, cluster Available with 3 ready members | $(s1 "$op" '.pod_deleted.median_s') s | $(samples "$op" '.pod_deleted.samples_s') |
 | majority loss: last node's start to first successful write | $(s1 "$op" '.majority_loss.operator.median_s') s | $(samples "$op" '.majority_loss.operator.samples_s') |
 | same run, etcd alone: last restart to first successful write | $(s2 "$op" '.majority_loss.etcd.median_s') s | $(jq -r '(.majority_loss.etcd.samples_s // []) | map((. * 100 | round) / 100 | tostring) | join(", ")' "$op") |
 | ratio operator / etcd alone | $(s1 "$op" '.majority_loss.ratio') | |
@@ -251,8 +255,7 @@ members of the pinned 3.6 set on loopback, db $(jq -r '(.db.db_size_mib_per_memb
 on the members; 1 MiB values, half random bytes, half text records), beside
 etcdctl and etcdutl in the same run, and the recovery point of continuous
 backup under a paced writer. Runs per median: $(q "$bk" .runs). Load average
-(1 min) $(q "$bk" .load_average_at_start) at the start, $(q "$bk" .load_average_at_end) at the end, on $(nproc) cores: above the
-number of cores, other work (builds) competed for the CPU.
+(1 min) $(q "$bk" .load_average_at_start) at the start, $(q "$bk" .load_average_at_end) at the end, on $(nproc) cores$(jq -r --argjson cores "$(nproc)" '[.load_average_at_start, .load_average_at_end] | map(numbers) | if (max // 0) > $cores then ": above the number of cores, other work (builds) competed for the CPU" else "" end' "$bk").
 
 | figure | ours | etcdctl / etcdutl alone | ratio ours / alone | runs (ours; alone) |
 | --- | --- | --- | --- | --- |
@@ -261,18 +264,20 @@ number of cores, other work (builds) competed for the CPU.
 | restore: download from S3 + \`etcdutl snapshot restore\` | $(s1 "$bk" .restore.ours.median_s) s (download $(s1 "$bk" .restore.ours.download_median_s) s, fsync $(s1 "$bk" .restore.ours.fsync_median_s) s, etcdutl $(s1 "$bk" .restore.ours.etcdutl_median_s) s) | $(s1 "$bk" .restore.etcdutl.median_s) s (\`snapshot restore\` of a local file) | $(s2 "$bk" .restore.ratio_ours_over_etcdutl) | $(samples "$bk" .restore.ours.samples_s); $(samples "$bk" .restore.etcdutl.samples_s) |
 
 Snapshot $(s1 "$bk" .snapshot.snapshot_mib) MiB, stored $(s1 "$bk" .snapshot.ours_s3.stored_mib) MiB
-(zstd level 3). Peak RSS of the bench process during our backups:
+(zstd level $(q "$bk" '.snapshot.zstd_level // 3'), $(jq -r '(.snapshot.zstd_workers // 0) | if . == 0 then "in the compression thread" else "\(.) zstd worker threads" end' "$bk")). Peak RSS of the bench process during our backups:
 $(s1 "$bk" .snapshot.ours_s3.peak_rss_mib) MiB to S3, $(s1 "$bk" .snapshot.ours_local.peak_rss_mib) MiB to a local directory
 (from $(s1 "$bk" .snapshot.ours_s3.rss_before_mib) MiB before).
 
-Recovery point under load (continuous incremental backup to the S3 server):
+Recovery point under load (continuous incremental backup to the S3 server;
+object-store writes a day: two per segment, at the run's pace):
 
-| segment interval | writes/s (asked) | durable lag: median | p99 | max = RPO | segments written | stored (encoded) |
-| --- | --- | --- | --- | --- | --- | --- |
+| segment interval | writes/s (asked) | durable lag: median | p99 | max = RPO | segments written | object-store writes a day | stored (encoded) |
+| --- | --- | --- | --- | --- | --- | --- | --- |
 $(jq -r '
 	def s2: if . == null then "n/a" else ((. * 100 | round) / 100 | tostring) end;
-	(.rpo // [])[] | if .error then "| \(.error) | | | | | | |" else
-	"| \(.interval_s) s | \(.achieved_writes_per_s | round) (\(.target_writes_per_s)) | \(.durable_lag_s.median | s2) s | \(.durable_lag_s.p99 | s2) s | \(.rpo_s | s2) s | \(.segments) | \(.segments_stored_mib | s2) MiB (\(.segments_encoded_mib | s2) MiB) |" end' "$bk")
+	def thousands: tostring | [scan("\\d")] | reverse | [range(0; length; 3) as $i | .[$i:$i+3] | reverse | join("")] | reverse | join(",");
+	(.rpo // [])[] | if .error then "| \(.error) | | | | | | | |" else
+	"| \(.interval_s) s\(if .default_interval then " (default)" else "" end) | \(.achieved_writes_per_s | round) (\(.target_writes_per_s)) | \(.durable_lag_s.median | s2) s | \(.durable_lag_s.p99 | s2) s | \(.rpo_s | s2) s | \(.segments) | \(if .puts_per_day then (.puts_per_day | round | thousands) else "n/a" end) | \(.segments_stored_mib | s2) MiB (\(.segments_encoded_mib | s2) MiB) |" end' "$bk")
 DOC
 }
 
@@ -352,9 +357,11 @@ waiting up to a minute for the schedule to fire); `BENCH_DEFRAG_DB_MIB`
 before half of it is freed.
 `cargo bench -p etcd-operator --bench backup` runs the backup bench alone
 (no lab, no lock, `target/bench/backup.json`); `BENCH_BACKUP_DB_MIB`
-(default 512), `BENCH_BACKUP_INTERVALS_S` (default `5,20`),
+(default 512), `BENCH_BACKUP_INTERVALS_S` (default `1,4,20`),
 `BENCH_BACKUP_RPO_S` (default 60) and `BENCH_BACKUP_WRITES_PER_S` (default
-1000) change its database, segment intervals, writing time and rate.
+1000) change its database, segment intervals, writing time and rate;
+`BENCH_BACKUP_ZSTD_LEVEL` and `BENCH_BACKUP_ZSTD_WORKERS` replace the
+operator's zstd settings of full backups, to compare others.
 
 ## What each figure means
 
@@ -363,6 +370,16 @@ before half of it is freed.
   its status showing `Available` with 3 ready members, polled every 200 ms.
   Each cluster is created alone; the operator runs outside the cluster
   against the lab's API server, as in the end-to-end tests.
+- **One member Pod deleted** (`benches/operator/pod_deleted.rs`): a
+  follower's Pod of a 3-member cluster deleted as `kubectl delete pod` does
+  (default grace), polled every 100 ms from the delete request: when the
+  status first shows that member unhealthy or fewer than 3 ready members,
+  when the old Pod object is gone (etcd stopped, the node agent confirmed),
+  when the operator's new Pod (same name, new UID) exists, and when it is
+  Ready with the cluster `Available` and 3 ready members again. etcd's
+  readiness probe (`/readyz`, every 5 s) fails its first try, made as the
+  container starts before etcd listens, so a new Pod is Ready about 5 s
+  after it starts: most of the last step is that period.
 - **Majority loss**: 2 of the 3 nodes of a cluster's members are stopped
   (`node stop`: power loss, disks kept); a failing write confirms quorum is
   lost; after 5 s both nodes are started back to back. The figure is the time
@@ -495,7 +512,7 @@ before half of it is freed.
   Kubernetes objects, which it can; so compression matters for half the
   data. **Full backup**: the operator's `take_backup` (a follower chosen,
   the snapshot streamed, etcd's SHA-256 checked, zstd level 3, 8 MiB parts
-  uploaded two at a time, metadata written) to the S3-compatible server of
+  uploaded two at a time, the three overlapping, metadata written) to the S3-compatible server of
   `tools/s3-server` (in memory) and to a local directory, beside `etcdctl
   snapshot save` of the same member to a local file; the order of the three
   rotates each run, and dirty pages are written out (`sync`) before each. MiB/s is the snapshot size over the time. Peak RSS is
@@ -505,12 +522,14 @@ before half of it is freed.
   zstd, etcd's embedded SHA-256), then `etcdutl snapshot restore` (hash
   checked), as the restore Pod's `fetch-backup` does; beside `etcdutl
   snapshot restore` of etcdctl's file, written out long before. Our time is
-  split: the download, the fsync of the downloaded file (which etcdutl's
-  own fsyncs would otherwise wait for), and etcdutl.
+  split: the download (made durable before it is renamed into place), a
+  second fsync of the downloaded file (what write-back is left, which
+  etcdutl's own fsyncs would otherwise wait for), and etcdutl.
 - **Recovery point** (backups): while a writer issues small puts (100 bytes)
   paced at the asked rate (each in its own task, at most 512 in flight), the
   continuous incremental backup (`backup::incremental::spawn`) writes
-  segments to the S3 server, closing one every interval. For every
+  segments to the S3 server, closing each early enough for its upload to
+  end within the interval after its first write. For every
   acknowledged write, the lag is the time from its acknowledgement until the
   watcher reports its revision durable (the segment holding it has its
   metadata written). The maximum is the RPO: what a restore at the worst

@@ -6,7 +6,9 @@
 //!
 //! 1. full backups (`backup/snapshot.rs`): our `take_backup` to the S3
 //!    server and to a local directory beside `etcdctl snapshot save` of the
-//!    same member, `BENCH_RUNS` times (default 3): medians, MiB/s, the
+//!    same member, `BENCH_RUNS` times (default 3), with the operator's zstd
+//!    settings or those of `BENCH_BACKUP_ZSTD_LEVEL` and
+//!    `BENCH_BACKUP_ZSTD_WORKERS`: medians, MiB/s, the
 //!    ratio ours / etcdctl, and the peak RSS of this process during ours
 //!    (sampled `VmRSS`), which stays bounded whatever the database size;
 //! 2. restores (`backup/restore.rs`): download from S3 with every check
@@ -16,8 +18,10 @@
 //!    `BENCH_BACKUP_WRITES_PER_S` (default 1000) small puts per second for
 //!    `BENCH_BACKUP_RPO_S` (default 60) seconds while the continuous
 //!    incremental backup writes segments to S3, once per segment interval
-//!    of `BENCH_BACKUP_INTERVALS_S` (default `5,20`): the lag from each
-//!    acknowledged write until it is durable; its maximum is the RPO.
+//!    of `BENCH_BACKUP_INTERVALS_S` (default `1,4,20`; 4 s is the
+//!    operator's default): the lag from each acknowledged write until it is
+//!    durable; its maximum is the RPO; and the object-store writes a day
+//!    at that pace.
 //!
 //! `cargo bench -p etcd-operator --bench backup` (also part of `make
 //! bench`); root is not needed. Figures go to `target/bench/backup.json`
@@ -169,7 +173,7 @@ fn s3_store(url: &str, cluster: &str) -> BenchResult<BackupStore> {
 /// Segment intervals of the RPO runs (`BENCH_BACKUP_INTERVALS_S`).
 fn intervals() -> Vec<Duration> {
     std::env::var("BENCH_BACKUP_INTERVALS_S")
-        .unwrap_or_else(|_| "5,20".to_string())
+        .unwrap_or_else(|_| "1,4,20".to_string())
         .split(',')
         .filter_map(|s| s.trim().parse::<u64>().ok())
         .map(Duration::from_secs)

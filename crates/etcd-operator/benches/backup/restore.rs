@@ -3,8 +3,9 @@
 //! check of `download_backup`, then `etcdutl snapshot restore` with its own
 //! hash check, as the restore Pod's `fetch-backup` does) and etcdutl alone
 //! on a local snapshot file saved by etcdctl. Our time is split into the
-//! download, the fsync of the downloaded file (otherwise paid inside
-//! etcdutl's own fsyncs) and etcdutl.
+//! download (durable: `download_backup` syncs the file before renaming it
+//! into place), a second fsync of the downloaded file (what is left of its
+//! write-back, otherwise paid inside etcdutl's own fsyncs) and etcdutl.
 
 use std::path::Path;
 use std::time::Instant;
@@ -39,8 +40,8 @@ pub async fn measure(
                 let backup = newest_backup(s3).await?;
                 let verified = download_backup(s3, &backup, &file).await?;
                 download.push(started.elapsed().as_secs_f64());
-                // Paid anyway: etcdutl's own fsyncs would wait for the
-                // downloaded file's dirty pages; timed apart to show it.
+                // The download synced the file already: what is left to
+                // write back, which etcdutl's own fsyncs would wait for.
                 let flushing = Instant::now();
                 tokio::fs::File::open(&file).await?.sync_all().await?;
                 flush.push(flushing.elapsed().as_secs_f64());

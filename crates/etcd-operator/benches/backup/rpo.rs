@@ -4,7 +4,8 @@
 //! until the watcher reports its revision durable (the segment holding it
 //! has its metadata written, or etcd confirmed that nothing followed a
 //! durable revision). The largest such lag is what a restore at the worst
-//! moment of the run would have lost.
+//! moment of the run would have lost. The object-store writes a day at
+//! that pace follow from the segments written (two writes each).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -123,8 +124,14 @@ pub async fn measure(
         .collect();
     let stored: u64 = segments.iter().map(|s| s.stored_bytes).sum();
     let encoded: u64 = segments.iter().map(|s| s.encoded_bytes).sum();
+    let default_interval = IncrementalOptions::new("", "").interval;
+    // Each segment is two object-store writes (the object, then its
+    // metadata); an interval without writes makes none.
+    let puts_per_day = (2 * segments.len()) as f64 * 86_400.0 / writing_s.max(1e-9);
     Ok(json!({
         "interval_s": load.interval.as_secs_f64(),
+        "default_interval": load.interval == default_interval,
+        "puts_per_day": puts_per_day.round(),
         "writing_s": round3(writing_s),
         "target_writes_per_s": load.writes_per_s,
         "value_bytes": VALUE_BYTES,

@@ -61,7 +61,7 @@ pub async fn measure(
     runs: usize,
     rss: &RssSampler,
 ) -> BenchResult<Value> {
-    let options = SnapshotOptions::default();
+    let options = options();
     let (mut ours_s3, mut ours_local, mut etcdctl) =
         (Samples::default(), Samples::default(), Samples::default());
     let mut sources = Vec::new();
@@ -100,6 +100,8 @@ pub async fn measure(
     }
     let ratio = |ours: &Samples| round3(median(&ours.seconds) / median(&etcdctl.seconds));
     Ok(json!({
+        "zstd_level": options.zstd_level,
+        "zstd_workers": options.zstd_workers,
         "snapshot_mib": round3(mib(ours_s3.snapshot_bytes.max(etcdctl.snapshot_bytes))),
         "ours_s3": ours_s3.figures(),
         "ours_local": ours_local.figures(),
@@ -108,6 +110,26 @@ pub async fn measure(
         "ratio_local_over_etcdctl": ratio(&ours_local),
         "members_read": sources,
     }))
+}
+
+/// The operator's defaults, or the zstd level and worker threads of
+/// `BENCH_BACKUP_ZSTD_LEVEL` and `BENCH_BACKUP_ZSTD_WORKERS` (to compare
+/// settings; the figures record which were used).
+fn options() -> SnapshotOptions {
+    let mut options = SnapshotOptions::default();
+    if let Some(level) = std::env::var("BENCH_BACKUP_ZSTD_LEVEL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        options.zstd_level = level;
+    }
+    if let Some(workers) = std::env::var("BENCH_BACKUP_ZSTD_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        options.zstd_workers = workers;
+    }
+    options
 }
 
 /// One `take_backup`, timed, with the peak RSS of the process during it.
