@@ -50,6 +50,18 @@ const HOLD_LOST: Duration = Duration::from_secs(5);
 /// The cluster token of the etcd processes of the baseline.
 const TOKEN: &str = "bench";
 
+#[path = "operator/pod_deleted.rs"]
+mod pod_deleted;
+
+/// Whether phase `name` runs (`BENCH_OPERATOR_PHASES`, a comma-separated
+/// list of `create`, `majority`, `pod_deleted`, `idle`; every one when
+/// unset).
+fn runs_phase(name: &str) -> bool {
+    std::env::var("BENCH_OPERATOR_PHASES")
+        .map(|phases| phases.split(',').any(|p| p.trim() == name))
+        .unwrap_or(true)
+}
+
 fn main() {
     run_bench(env!("CARGO_BIN_EXE_etcd-operator"), |h| Box::pin(bench(h)));
 }
@@ -66,26 +78,59 @@ async fn bench(h: &mut Harness) -> TestResult {
         write_figures("operator.json", figures).map(|_| ())
     };
 
-    let create = phase(create_to_available(h, runs).await);
-    eprintln!("create to Available: {create}");
-    figures.insert("create_to_available".into(), create);
-    save(&figures)?;
+    if runs_phase("create") {
+        let create = phase(create_to_available(h, runs).await);
+        eprintln!("create to Available: {create}");
+        figures.insert("create_to_available".into(), create);
+        save(&figures)?;
+    }
 
-    let etcd = phase(etcd_restart_to_write(runs).await);
-    eprintln!("etcd alone: {etcd}");
-    let operator = phase(majority_loss(h, runs).await);
-    eprintln!("operator: {operator}");
-    let ratio = ratio_of_medians(&operator, &etcd);
-    figures.insert(
-        "majority_loss".into(),
-        json!({ "operator": operator, "etcd": etcd, "ratio": ratio }),
-    );
-    save(&figures)?;
+    if runs_phase("pod_deleted") {
+        let deleted = phase(
+            async {
+                ensure_cluster(h, &cluster_name(0)).await?;
+                pod_deleted::pod_deleted(h, &cluster_name(0), runs).await
+            }
+            .await,
+        );
+        eprintln!("pod deleted: {deleted}");
+        figures.insert("pod_deleted".into(), deleted);
+        save(&figures)?;
+    }
 
-    let idle = phase(idle(h).await);
-    eprintln!("idle: {idle}");
-    figures.insert("idle".into(), idle);
+    if runs_phase("majority") {
+        let etcd = phase(etcd_restart_to_write(runs).await);
+        eprintln!("etcd alone: {etcd}");
+        let operator = phase(
+            async {
+                ensure_cluster(h, &cluster_name(0)).await?;
+                majority_loss(h, runs).await
+            }
+            .await,
+        );
+        eprintln!("operator: {operator}");
+        let ratio = ratio_of_medians(&operator, &etcd);
+        figures.insert(
+            "majority_loss".into(),
+            json!({ "operator": operator, "etcd": etcd, "ratio": ratio }),
+        );
+        save(&figures)?;
+    }
+
+    if runs_phase("idle") {
+        let idle = phase(idle(h).await);
+        eprintln!("idle: {idle}");
+        figures.insert("idle".into(), idle);
+    }
     save(&figures)
+}
+
+/// Creates cluster `name` unless it exists (a phase run alone).
+async fn ensure_cluster(h: &Harness, name: &str) -> TestResult {
+    if h.clusters.get_opt(name).await?.is_none() {
+        h.create_cluster(name, spec()).await?;
+    }
+    Ok(())
 }
 
 fn spec() -> Value {
@@ -218,16 +263,9 @@ async fn majority_loss(h: &Harness, runs: usize) -> TestResult<Value> {
     let mut back_to_available = Vec::new();
     for run in 0..runs {
         poll_until(
-            "every bench cluster Available",
+            &format!("{name} Available"),
             Duration::from_secs(300),
-            || async {
-                for i in 0..runs {
-                    if !available(h, &cluster_name(i)).await? {
-                        return Ok(false);
-                    }
-                }
-                Ok(true)
-            },
+            || available(h, &name),
         )
         .await?;
         let mut nodes: Vec<String> = member_pods(h, &name)

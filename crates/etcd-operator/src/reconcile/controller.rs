@@ -22,7 +22,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use super::context::{Context, ControllerConfig};
@@ -35,6 +35,9 @@ use crate::api::EtcdBackupSchedule;
 use crate::api::identity::MANAGED_BY_LABEL;
 use crate::controller_kit::{events, scope};
 use crate::telemetry::{Health, Metrics};
+
+/// How long the controller gathers changes of one cluster into one pass.
+const PASS_DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// The controller could not run.
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +99,18 @@ pub async fn run(
     );
     let schedule_cluster = resource.clone();
 
-    let controller = Controller::new_with(clusters, watcher::Config::default(), resource)
+    // Clusters: every change is copied; only a change of what a person
+    // writes (spec, labels, annotations, deletion) starts a pass, not the
+    // status the operator writes itself (the pass that wrote it has asked
+    // for its next pass already).
+    let cluster_copy = reflector::store::Writer::new(resource.clone());
+    let cluster_store = cluster_copy.as_reader();
+    let cluster_changes = watcher(clusters, watcher::Config::default())
+        .default_backoff()
+        .reflect(cluster_copy)
+        .applied_objects()
+        .predicate_filter(written_by_people, PredicateConfig::default());
+    let controller = Controller::for_stream_with(cluster_changes, cluster_store, resource)
         .owns_stream(pod_changes)
         .owns_stream(pvc_changes)
         .owns_stream(service_changes)
@@ -146,7 +160,10 @@ pub async fn run(
     controller
         .with_config(
             controller::Config::default()
-                .debounce(Duration::from_millis(500))
+                // Changes within this time start one pass. Short, so that a
+                // deleted member Pod is seen at once; a pass that finds
+                // nothing to change reads no object from the API server.
+                .debounce(PASS_DEBOUNCE)
                 .concurrency(config.concurrency),
         )
         .shutdown_on_signal()
@@ -212,6 +229,22 @@ fn copied_untyped(
         .reflect(writer)
         .touched_objects();
     (store, changes)
+}
+
+/// What of a cluster a change of starts a pass: its generation (the spec),
+/// labels, annotations and deletion mark; the status is left out.
+fn written_by_people(cluster: &DynamicObject) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let meta = &cluster.metadata;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 /// The cluster a backup schedule names.
@@ -311,6 +344,31 @@ mod tests {
             other => panic!("expected a panicked pass, got {other:?}"),
         }
         assert!(guarded(async { Ok(Action::await_change()) }).await.is_ok());
+    }
+
+    #[test]
+    fn a_status_written_starts_no_pass_a_spec_or_annotation_edit_does() {
+        let cluster = |generation: i64, annotation: &str, ready: i64| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "durable-etcd.io/v1alpha1",
+                "kind": "EtcdCluster",
+                "metadata": {"name": "main", "namespace": "prod", "generation": generation,
+                    "annotations": {"durable-etcd.io/renew-certificates": annotation}},
+                "spec": {"replicas": 3},
+                "status": {"readyMembers": ready}
+            }))
+            .expect("a cluster")
+        };
+        let base = written_by_people(&cluster(1, "a", 3));
+        assert_eq!(base, written_by_people(&cluster(1, "a", 2)));
+        assert_ne!(base, written_by_people(&cluster(2, "a", 3)));
+        assert_ne!(base, written_by_people(&cluster(1, "b", 3)));
+        let mut deleted = cluster(1, "a", 3);
+        deleted.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        assert_ne!(base, written_by_people(&deleted));
     }
 
     #[test]

@@ -11,10 +11,15 @@ use tokio::task::JoinHandle;
 /// Name of the Lease the replicas compete for.
 pub const LEASE_NAME: &str = "etcd-operator-leader";
 
-/// Seconds a leader keeps the lease without renewing it.
-const LEASE_SECONDS: u64 = 15;
-/// Seconds before expiry at which the leader renews.
-const RENEW_GRACE_SECONDS: u64 = 5;
+/// Seconds a leader keeps the lease without renewing it: how long standby
+/// replicas wait after a leader crashed (one that stops cleanly releases
+/// the lease at once). The operator is not in the data path, so this
+/// delays only its next step, never a client.
+const LEASE_SECONDS: u64 = 30;
+/// Seconds before expiry at which the leader renews: every 20 s, one read
+/// and one write of the Lease, the operator's only requests while every
+/// cluster is idle.
+const RENEW_GRACE_SECONDS: u64 = 10;
 
 /// Leader election failed.
 #[derive(Debug, thiserror::Error)]

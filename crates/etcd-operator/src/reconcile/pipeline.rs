@@ -112,6 +112,17 @@ async fn quiet_pass(ctx: &Context, key: &ClusterKey) -> Quiet {
         record(ctx, key, &cluster, snapshot);
         Quiet::Nothing(requeue(ctx, plan))
     } else {
+        tracing::debug!(
+            cluster = %key.name,
+            namespace = %key.namespace,
+            step = plan.action.map_or("none", ActionKind::name),
+            events = ?plan.events.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>(),
+            status_changes = needs_write(cluster.status.as_ref(), &desired),
+            "planning again from fresh reads"
+        );
+        if needs_write(cluster.status.as_ref(), &desired) {
+            tracing::trace!(current = ?cluster.status, ?desired, "status planned from the copies");
+        }
         Quiet::Act(Some(snapshot.etcd_reading()))
     }
 }

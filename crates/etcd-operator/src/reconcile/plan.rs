@@ -22,6 +22,9 @@ use crate::planner::{self, Action, ActionKind, EventType, Observed, OrdinalObjec
 use crate::resources::scheduling::{self, PlacementFacts, VolumeLocality};
 use crate::resources::{self, MemberAddressing};
 
+/// How soon a pass follows one that took a step.
+pub const AFTER_A_STEP: Duration = Duration::from_millis(250);
+
 /// What the seam needs beyond the observation to build objects.
 #[derive(Debug, Clone)]
 pub struct BuildSettings {
@@ -96,8 +99,9 @@ pub fn plan(
         .as_ref()
         .map(|action| to_step(action, cluster, snapshot, settings));
     let requeue_after = if step.is_some() {
-        // Re-observe before the next step.
-        Duration::from_secs(1)
+        // Observe again soon: the next step is planned from what this one
+        // changed (a change to a watched object starts a pass sooner).
+        AFTER_A_STEP
     } else {
         planned.requeue_after
     };

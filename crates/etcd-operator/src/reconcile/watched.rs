@@ -89,19 +89,18 @@ impl WatchedObjects {
     /// before its first list would say "no objects", which is not true).
     pub async fn wait_synced(&self) {
         let all = futures::future::join_all([
-            Box::pin(self.clusters.wait_until_ready())
-                as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>>,
-            Box::pin(self.pods.wait_until_ready()),
-            Box::pin(self.pvcs.wait_until_ready()),
-            Box::pin(self.services.wait_until_ready()),
-            Box::pin(self.pdbs.wait_until_ready()),
-            Box::pin(self.policies.wait_until_ready()),
-            Box::pin(self.nodes.wait_until_ready()),
-            Box::pin(self.volumes.wait_until_ready()),
-            Box::pin(self.schedules.wait_until_ready()),
+            listed("EtcdClusters", self.clusters.wait_until_ready()),
+            listed("Pods", self.pods.wait_until_ready()),
+            listed("PersistentVolumeClaims", self.pvcs.wait_until_ready()),
+            listed("Services", self.services.wait_until_ready()),
+            listed("PodDisruptionBudgets", self.pdbs.wait_until_ready()),
+            listed("NetworkPolicies", self.policies.wait_until_ready()),
+            listed("Nodes", self.nodes.wait_until_ready()),
+            listed("PersistentVolumes", self.volumes.wait_until_ready()),
+            listed("EtcdBackupSchedules", self.schedules.wait_until_ready()),
         ])
         .await;
-        if all.iter().all(Result::is_ok) {
+        if all.iter().all(|listed| *listed) {
             self.synced.store(true, Ordering::Release);
             tracing::info!("watched copies listed: idle passes read no object from the API server");
         }
@@ -111,6 +110,28 @@ impl WatchedObjects {
     pub fn synced(&self) -> bool {
         self.synced.load(Ordering::Acquire)
     }
+}
+
+/// Waits for one copy's first list; false if its watch ended first.
+fn listed<'a, F>(
+    kind: &'static str,
+    ready: F,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>>
+where
+    F: std::future::Future<Output = Result<(), kube::runtime::reflector::store::WriterDropped>>
+        + Send
+        + 'a,
+{
+    Box::pin(async move {
+        let result = ready.await;
+        match &result {
+            Ok(()) => tracing::debug!("copy of {kind} listed"),
+            Err(_) => tracing::warn!(
+                "the watch of {kind} ended before its first list: passes read from the API server"
+            ),
+        }
+        result.is_ok()
+    })
 }
 
 /// Where a pass reads Kubernetes objects from.

@@ -665,6 +665,7 @@ mod tests {
     fn describes_every_metric_it_registers() {
         let metrics = Metrics::new();
         metrics.reconcile_started();
+        metrics.pass_from_copies(true);
         metrics.reconcile_failed("observe", "transient");
         metrics.action_taken("CreatePod");
         metrics.set_cluster("prod", "main", ClusterGauges::default());

@@ -170,7 +170,7 @@ fn a_new_cluster_starts_with_its_peer_service() {
         panic!("expected the peer Service, got {:?}", pass.step);
     };
     assert_eq!(service.name_any(), "demo-peer");
-    assert_eq!(pass.requeue_after, Duration::from_secs(1));
+    assert_eq!(pass.requeue_after, AFTER_A_STEP);
 }
 
 #[test]
