@@ -77,6 +77,9 @@ const NEWER_BASE_CHECK: Duration = Duration::from_secs(60);
 const NOTICES: usize = 64;
 /// Upload durations remembered to close segments early enough.
 const UPLOADS_REMEMBERED: usize = 8;
+/// Time allowed, beside the upload, for the watch to deliver a write after
+/// etcd acknowledged it (the segment's clock starts at the delivery).
+const DELIVERY_MARGIN: Duration = Duration::from_millis(50);
 
 /// The members' client URLs, and the TLS to reach them with (`None` for
 /// a plaintext cluster).
@@ -821,8 +824,8 @@ impl Segments {
     }
 
     /// The time left for the upload: a quarter more than the slowest of
-    /// the last uploads (a tenth of the interval before the first), at
-    /// most half the interval.
+    /// the last uploads and [`DELIVERY_MARGIN`] (a tenth of the interval
+    /// before the first), at most half the interval.
     fn upload_allowance(&self, interval: Duration) -> Duration {
         upload_allowance(&self.uploads, interval)
     }
@@ -862,7 +865,9 @@ async fn store_pending(
 /// See [`Segments::upload_allowance`].
 fn upload_allowance(uploads: &VecDeque<Duration>, interval: Duration) -> Duration {
     let slowest = uploads.iter().max().copied();
-    let allowance = slowest.map_or(interval / 10, |slowest| slowest.mul_f64(1.25));
+    let allowance = slowest.map_or(interval / 10, |slowest| {
+        slowest.mul_f64(1.25) + DELIVERY_MARGIN
+    });
     allowance.min(interval / 2)
 }
 
@@ -979,8 +984,8 @@ mod tests {
         uploads.extend([Duration::from_millis(80), Duration::from_millis(200)]);
         assert_eq!(
             upload_allowance(&uploads, interval),
-            Duration::from_millis(250),
-            "the slowest recent upload and a quarter more"
+            Duration::from_millis(250) + DELIVERY_MARGIN,
+            "the slowest recent upload, a quarter more and the watch's delivery"
         );
         uploads.push_back(Duration::from_secs(30));
         assert_eq!(
