@@ -27,9 +27,16 @@ pub fn replay(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), Re
         })?;
     if plan.segments == 0 || plan.target_revision <= plan.base_revision {
         // The full backup is the snapshot to restore (its hash is checked
-        // again by etcdutl).
+        // again by etcdutl): a second name for the downloaded file, which
+        // nothing writes again, rather than a copy of it.
         let temporary = layout.source_db.with_extension("part");
-        std::fs::copy(&layout.backup_db, &temporary).map_err(io("copying to", &temporary))?;
+        if temporary.exists() {
+            std::fs::remove_file(&temporary).map_err(io("removing", &temporary))?;
+        }
+        if std::fs::hard_link(&layout.backup_db, &temporary).is_err() {
+            // A volume without hard links: a copy, made durable.
+            std::fs::copy(&layout.backup_db, &temporary).map_err(io("copying to", &temporary))?;
+        }
         std::fs::File::open(&temporary)
             .and_then(|f| f.sync_all())
             .map_err(io("syncing", &temporary))?;
