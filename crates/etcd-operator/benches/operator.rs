@@ -13,7 +13,12 @@
 //!    operator's client through `kubectl proxy -v=6` on loopback: client-go
 //!    logs one `Response` line per request it forwards (watches included,
 //!    counted when they start), so the count is of the operator's requests
-//!    only, whatever else the lab's components do.
+//!    only, whatever else the lab's components do;
+//! 4. one member Pod deleted: status down, new Pod created, Ready
+//!    (`operator/pod_deleted.rs`);
+//! 5. scale: 50 clusters of 1 to 3 members (the earlier phases' clusters
+//!    deleted first): the figures of 3., then the operator's reaction to
+//!    Pod deletions while it holds them all.
 //!
 //! Run as root: `cargo bench -p etcd-operator --bench operator` (or
 //! `make bench`). Figures go to `target/bench/operator.json` (`BENCH_OUT`
@@ -54,7 +59,7 @@ const TOKEN: &str = "bench";
 mod pod_deleted;
 
 /// Whether phase `name` runs (`BENCH_OPERATOR_PHASES`, a comma-separated
-/// list of `create`, `majority`, `pod_deleted`, `idle`; every one when
+/// list of `create`, `majority`, `pod_deleted`, `idle`, `scale`; every one when
 /// unset).
 fn runs_phase(name: &str) -> bool {
     std::env::var("BENCH_OPERATOR_PHASES")
@@ -121,6 +126,13 @@ async fn bench(h: &mut Harness) -> TestResult {
         let idle = phase(idle(h).await);
         eprintln!("idle: {idle}");
         figures.insert("idle".into(), idle);
+        save(&figures)?;
+    }
+
+    if runs_phase("scale") {
+        let scale = phase(scale(h).await);
+        eprintln!("scale: {scale}");
+        figures.insert("scale".into(), scale);
     }
     save(&figures)
 }
@@ -160,10 +172,14 @@ async fn create_to_available(h: &Harness, runs: usize) -> TestResult<Value> {
 }
 
 async fn available(h: &Harness, name: &str) -> TestResult<bool> {
+    available_with(h, name, 3).await
+}
+
+async fn available_with(h: &Harness, name: &str, members: i32) -> TestResult<bool> {
     let status = h.status(name).await?;
     Ok(condition_true(&status, "Available")
-        && status.ready_members == 3
-        && status.members.len() == 3)
+        && status.ready_members == members
+        && status.members.len() == usize::try_from(members).unwrap_or(0))
 }
 
 /// Polls `check` every [`POLL`] until it says true.
@@ -367,20 +383,55 @@ impl Drop for Killed {
 }
 
 async fn idle(h: &mut Harness) -> TestResult<Value> {
+    let clusters: Vec<(String, i32)> = (0..IDLE_CLUSTERS).map(|i| (cluster_name(i), 3)).collect();
+    let mut value = quiet(h, &clusters, false).await?;
+    value["members_per_cluster"] = json!(3);
+    Ok(value)
+}
+
+/// Scale: `BENCH_SCALE_CLUSTERS` (default 50) clusters, every fifth of 3
+/// members and the others of 1, all Available; then the operator's
+/// footprint and requests as in [`idle`], and how fast it reacts while it
+/// holds them all: a member Pod deleted in one cluster after another
+/// (reaction: deletion to the new Pod created) and two of the three
+/// member Pods of a 3-member cluster deleted at once (time until its
+/// status no longer says Available).
+async fn scale(h: &mut Harness) -> TestResult<Value> {
+    let count = usize::try_from(env_u64("BENCH_SCALE_CLUSTERS", 50)).unwrap_or(50);
+    // The other phases' clusters go first (their Pods with them).
+    for i in 0..IDLE_CLUSTERS.max(runs()) {
+        let _ = h
+            .clusters
+            .delete(&cluster_name(i), &kube::api::DeleteParams::default())
+            .await;
+    }
+    let clusters: Vec<(String, i32)> = (0..count)
+        .map(|i| (format!("scale-{i:02}"), if i % 5 == 0 { 3 } else { 1 }))
+        .collect();
+    let mut value = quiet(h, &clusters, true).await?;
+    value["members"] = json!(clusters.iter().map(|(_, m)| m).sum::<i32>());
+    Ok(value)
+}
+
+/// The operator's footprint and API requests over a quiet window with
+/// `clusters` (name, members) Available; with `reactions`, then the
+/// reaction figures of [`scale`].
+async fn quiet(h: &mut Harness, clusters: &[(String, i32)], reactions: bool) -> TestResult<Value> {
     let settle = Duration::from_secs(env_u64("BENCH_IDLE_SETTLE_SECONDS", 60));
     let window = Duration::from_secs(env_u64("BENCH_IDLE_SECONDS", 120));
-    for i in 0..IDLE_CLUSTERS {
-        if h.clusters.get_opt(&cluster_name(i)).await?.is_none() {
-            h.create_cluster(&cluster_name(i), spec()).await?;
+    for (name, members) in clusters {
+        if h.clusters.get_opt(name).await?.is_none() {
+            h.create_cluster(name, cluster_spec(*members, "lab-network"))
+                .await?;
         }
     }
     let started = Instant::now();
     poll_until(
-        &format!("{IDLE_CLUSTERS} clusters Available"),
-        Duration::from_secs(600),
+        &format!("{} clusters Available", clusters.len()),
+        Duration::from_secs(1200),
         || async {
-            for i in 0..IDLE_CLUSTERS {
-                if !available(h, &cluster_name(i)).await? {
+            for (name, members) in clusters {
+                if !available_with(h, name, *members).await? {
                     return Ok(false);
                 }
             }
@@ -389,10 +440,10 @@ async fn idle(h: &mut Harness) -> TestResult<Value> {
     )
     .await?;
     eprintln!(
-        "{IDLE_CLUSTERS} clusters Available after {:.0} s",
+        "{} clusters Available after {:.0} s",
+        clusters.len(),
         started.elapsed().as_secs_f64()
     );
-
     // The operator again, its client through a counting proxy, with leader
     // election as deployed.
     h.stop_operator();
@@ -451,6 +502,11 @@ async fn idle(h: &mut Harness) -> TestResult<Value> {
     let requests_after = proxy_requests(&proxy_log)?;
     let cpu_after = cpu_ticks(pid)?;
     rss.push(rss_mib(pid)?);
+    let reacted = if reactions {
+        Some(phase(react(h, clusters).await))
+    } else {
+        None
+    };
     drop(operator);
     h.start_operator()?;
 
@@ -467,8 +523,8 @@ async fn idle(h: &mut Harness) -> TestResult<Value> {
     let ticks_per_second = 100.0;
     let cpu = (cpu_after - cpu_before) as f64 / ticks_per_second / elapsed;
     Ok(json!({
-        "clusters": IDLE_CLUSTERS,
-        "members_per_cluster": 3,
+        "clusters": clusters.len(),
+        "reactions": reacted,
         "settle_s": settle.as_secs(),
         "window_s": elapsed,
         "requests": in_window.len(),
@@ -480,6 +536,67 @@ async fn idle(h: &mut Harness) -> TestResult<Value> {
         "cpu_percent_of_one_core": cpu * 100.0,
         "requests_before_window": requests_before.len(),
     }))
+}
+
+/// The reaction figures of [`scale`], with the operator running.
+async fn react(h: &Harness, clusters: &[(String, i32)]) -> TestResult<Value> {
+    let mut recreated = Vec::new();
+    for (name, _) in clusters.iter().filter(|(_, m)| *m == 1).take(10) {
+        let pod = format!("{name}-0");
+        let old = h.pods.get(&pod).await?.metadata.uid;
+        let deleted = Instant::now();
+        h.pods
+            .delete(&pod, &kube::api::DeleteParams::default())
+            .await?;
+        poll_every(
+            &format!("{pod} recreated"),
+            Duration::from_secs(120),
+            || async {
+                Ok(h.pods
+                    .get_opt(&pod)
+                    .await?
+                    .is_some_and(|p| p.metadata.uid != old))
+            },
+        )
+        .await?;
+        recreated.push(deleted.elapsed().as_secs_f64());
+    }
+    let (name, _) = clusters
+        .iter()
+        .find(|(_, m)| *m == 3)
+        .ok_or("no 3-member cluster")?;
+    let deleted = Instant::now();
+    for ordinal in [1, 2] {
+        h.pods
+            .delete(
+                &format!("{name}-{ordinal}"),
+                &kube::api::DeleteParams::default(),
+            )
+            .await?;
+    }
+    poll_every(
+        &format!("{name} not Available"),
+        Duration::from_secs(120),
+        || async { Ok(!condition_true(&h.status(name).await?, "Available")) },
+    )
+    .await?;
+    let noticed = deleted.elapsed().as_secs_f64();
+    let mut sorted = recreated.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok(json!({
+        "pod_deleted_to_recreated": summary(&recreated),
+        "pod_deleted_to_recreated_max_s": sorted.last(),
+        "majority_deleted_to_not_available_s": noticed,
+    }))
+}
+
+/// Polls `check` every 100 ms.
+async fn poll_every<F, Fut>(what: &str, timeout: Duration, check: F) -> TestResult
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = TestResult<bool>>,
+{
+    wait_for_every(what, timeout, Duration::from_millis(100), check).await
 }
 
 /// (verb, url) of every request `kubectl proxy -v=6` logged (client-go's

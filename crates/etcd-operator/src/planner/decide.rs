@@ -380,8 +380,8 @@ fn learner_in_progress(cx: &Context<'_>) -> Option<Step> {
         cx.o.objects(ordinal)
             .pod
             .is_some_and(|p| p.phase == PodPhase::Running && !p.deleting);
-    // At most one entry per interval: the status write of each nudge
-    // triggers the next pass at once.
+    // At most one entry per interval: a pass follows each step within a
+    // fraction of a second.
     let nudged_lately = cx.o.status.last_operation.as_ref().is_some_and(|op| {
         op.type_ == "AdvanceRaftLog" && cx.o.now.duration_since(op.time.0) < RAFT_NUDGE_INTERVAL
     });
