@@ -149,6 +149,16 @@ Idle with $(q "$op" .idle.clusters) clusters of $(q "$op" .idle.members_per_clus
 | API requests per minute | $(s1 "$op" .idle.requests_per_minute) |
 | requests in the window by verb | $(jq -r '(.idle.requests_by_verb // {}) | to_entries | map("\(.key) \(.value)") | join(", ")' "$op") |
 | of which watches started | $(q "$op" .idle.watch_requests) |
+
+Scale: $(q "$op" .scale.clusters) clusters ($(q "$op" .scale.members) members: every fifth cluster of 3, the others of 1), over $(s1 "$op" .scale.window_s) s after $(q "$op" .scale.settle_s) s of settling, then while the operator holds them all:
+
+| figure | value |
+| --- | --- |
+| operator RSS (median; max) | $(s1 "$op" .scale.rss_mib_median) MiB; $(s1 "$op" .scale.rss_mib_max) MiB |
+| operator CPU | $(s1 "$op" .scale.cpu_percent_of_one_core)% of one core |
+| API requests per minute | $(s1 "$op" .scale.requests_per_minute) ($(jq -r '(.scale.requests_by_verb // {}) | to_entries | map("\(.key) \(.value)") | join(", ")' "$op")) |
+| member Pod deleted to its new Pod created, one cluster after another: median; max | $(s1 "$op" .scale.reactions.pod_deleted_to_recreated.median_s) s; $(s1 "$op" .scale.reactions.pod_deleted_to_recreated_max_s) s ($(samples "$op" .scale.reactions.pod_deleted_to_recreated.samples_s)) |
+| 2 of a 3-member cluster's Pods deleted to its status no longer Available | $(s1 "$op" .scale.reactions.majority_deleted_to_not_available_s) s |
 DOC
 }
 
@@ -380,6 +390,17 @@ operator's zstd settings of full backups, to compare others.
   readiness probe (`/readyz`, every 5 s) fails its first try, made as the
   container starts before etcd listens, so a new Pod is Ready about 5 s
   after it starts: most of the last step is that period.
+- **Idle** and **scale** figures below are those of one operator process;
+  divided by the clusters it holds they are its cost per cluster.
+- **Scale** (`benches/operator.rs`, `BENCH_SCALE_CLUSTERS`): the earlier
+  phases' clusters deleted, then 50 clusters created (every fifth of 3
+  members, the others of 1) and all `Available`; the operator restarted
+  through the counting proxy as for **Idle**, the same window; then, with
+  that operator still running, the member Pod of ten 1-member clusters
+  deleted one after another (each timed from the delete request to the
+  operator's new Pod, polled every 100 ms), and 2 of the 3 member Pods of a
+  3-member cluster deleted at once (timed until its status no longer says
+  `Available`).
 - **Majority loss**: 2 of the 3 nodes of a cluster's members are stopped
   (`node stop`: power loss, disks kept); a failing write confirms quorum is
   lost; after 5 s both nodes are started back to back. The figure is the time

@@ -63,7 +63,9 @@ pub async fn measure(
             &cluster.name,
             json!({
                 "replicas": REPLICAS,
-                "storage": { "size": "4Gi" },
+                // Twice the quota and 256 MiB, as the CRD requires (a
+                // sparse file on lab-network).
+                "storage": { "size": "9Gi" },
                 "tls": { "disabled": true },
                 "etcd": { "quotaBackendBytes": QUOTA_BYTES },
             }),

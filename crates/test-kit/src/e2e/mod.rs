@@ -117,7 +117,10 @@ pub fn run(topic: &str, operator: &str, scenario: Scenario) {
 /// outcome.
 pub fn run_bench(operator: &str, scenario: Scenario) {
     let _lock = LabLock::acquire();
-    let operator = Path::new(operator);
+    // `BENCH_OPERATOR_BINARY` measures another build of the operator (an
+    // `etcd-lab` binary beside it runs the lab).
+    let chosen = std::env::var_os("BENCH_OPERATOR_BINARY").map(std::path::PathBuf::from);
+    let operator = chosen.as_deref().unwrap_or(Path::new(operator));
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let result = runtime.block_on(async {
         let (lab, own) = lab::reuse_or_start(&lab_dir(OWN_BENCH_LAB_DIR), operator).await?;
