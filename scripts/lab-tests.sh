@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The lab phase of `make test`: every lab test (crates/etcd-lab/tests/*.rs)
-# and every end-to-end test (crates/etcd-operator/tests/e2e_*.rs), each in a
+# The lab phase of `make test`: every lab test (crates/etcd-lab/tests/*.rs),
+# every node agent test that makes namespaces and addresses
+# (crates/etcd-lab-node/tests/*.rs) and every end-to-end test
+# (crates/etcd-operator/tests/e2e_*.rs), each in a
 # lab lane of its own (scripts/lab-lane.sh), LAB_LANES (default 3) at a
 # time. The longest tests start first and each lane takes the next test as
 # soon as it is free. A test's output goes to target/lab-logs/<test>.log and
@@ -50,6 +52,8 @@ expected_seconds() {
 	lab) echo 23 ;;
 	disk_full) echo 15 ;;
 	e2e_admission) echo 7 ;;
+	container_in_pod_netns) echo 3 ;;
+	pod_address_reuse) echo 2 ;;
 	*) echo 200 ;;
 	esac
 }
@@ -93,10 +97,10 @@ mkdir -p "$logs"
 # the built binaries directly (as `cargo test` would, from the crate's
 # directory): no cargo lock is held while they run.
 tests=()
-for t in crates/etcd-lab/tests/*.rs crates/etcd-operator/tests/e2e_*.rs; do
+for t in crates/etcd-lab/tests/*.rs crates/etcd-lab-node/tests/*.rs crates/etcd-operator/tests/e2e_*.rs; do
 	[[ -e "$t" ]] && tests+=(--test "$(basename "$t" .rs)")
 done
-cargo test -p etcd-lab -p etcd-operator --locked --no-run --message-format=json "${tests[@]}" |
+cargo test -p etcd-lab -p etcd-lab-node -p etcd-operator --locked --no-run --message-format=json "${tests[@]}" |
 	python3 -c '
 import json, os, sys
 for line in sys.stdin:
