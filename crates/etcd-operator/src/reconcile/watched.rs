@@ -211,31 +211,36 @@ pub trait Watched:
 }
 
 macro_rules! watched {
-    ($kind:ty, $field:ident, namespaced) => {
+    ($kind:ty, $field:ident, $api:expr) => {
         impl Watched for $kind {
             fn store(copies: &WatchedObjects) -> &Store<Self> {
                 &copies.$field
             }
 
             fn api(client: &Client, namespace: Option<&str>) -> Api<Self> {
-                match namespace {
-                    Some(namespace) => Api::namespaced(client.clone(), namespace),
-                    None => Api::all(client.clone()),
-                }
+                $api(client.clone(), namespace)
             }
         }
     };
-    ($kind:ty, $field:ident, cluster) => {
-        impl Watched for $kind {
-            fn store(copies: &WatchedObjects) -> &Store<Self> {
-                &copies.$field
-            }
+}
 
-            fn api(client: &Client, _namespace: Option<&str>) -> Api<Self> {
-                Api::all(client.clone())
-            }
-        }
-    };
+/// The API of a namespaced kind: in `namespace`, or every one.
+fn namespaced<K>(client: Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client, namespace),
+        None => Api::all(client),
+    }
+}
+
+/// The API of a cluster-scoped kind.
+fn cluster_wide<K>(client: Client, _namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>,
+{
+    Api::all(client)
 }
 
 watched!(Pod, pods, namespaced);
@@ -243,8 +248,8 @@ watched!(PersistentVolumeClaim, pvcs, namespaced);
 watched!(Service, services, namespaced);
 watched!(PodDisruptionBudget, pdbs, namespaced);
 watched!(NetworkPolicy, policies, namespaced);
-watched!(Node, nodes, cluster);
-watched!(PersistentVolume, volumes, cluster);
+watched!(Node, nodes, cluster_wide);
+watched!(PersistentVolume, volumes, cluster_wide);
 
 /// The selector of one label.
 pub fn label_selector(key: &str, value: &str) -> Selector {
