@@ -120,7 +120,9 @@ impl Plan {
                         .backup_name
                         .as_ref()
                         .map(|b| format!(", full backup {b}"))
-                        .unwrap_or_else(|| ", newest full backup".to_string()),
+                        .unwrap_or_else(|| {
+                            ", the full backup whose segments reach furthest".to_string()
+                        }),
                     backup
                         .revision
                         .map(|r| format!(", up to revision {r}"))

@@ -28,6 +28,7 @@ mod kube_time;
 pub(crate) mod local_volume;
 mod metadata;
 mod restore;
+pub mod restore_choice;
 mod retention;
 /// Cron schedules and freshness (shared with the planner's maintenance).
 pub use crate::cron_schedule as schedule;
@@ -47,6 +48,7 @@ pub use metadata::{
     BackupMetadata, BackupWriter, METADATA_SUFFIX, SNAPSHOT_SUFFIX, metadata_name_for,
 };
 pub use restore::{download_backup, list_backups, newest_backup, verify_backup};
+pub use restore_choice::backup_for_restore;
 pub use retention::{RetentionOutcome, Selection, apply_retention, select};
 pub use schedule::{CronSchedule, Freshness, InvalidSchedule, freshness};
 pub use snapshot::{PART_SIZE, SnapshotOptions, TakenBackup, take_backup};

@@ -55,7 +55,8 @@ pub async fn list_backups(store: &BackupStore) -> Result<Vec<BackupMetadata>, Ba
     Ok(backups)
 }
 
-/// The newest complete backup.
+/// The complete backup started last. Not what a restore starts from when
+/// several writers share the folder: see [`super::restore_choice`].
 pub async fn newest_backup(store: &BackupStore) -> Result<BackupMetadata, BackupError> {
     list_backups(store)
         .await?

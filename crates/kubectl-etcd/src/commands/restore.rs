@@ -70,11 +70,10 @@ pub async fn run(target: &Target, args: &RestoreArgs) -> Result<(), Failure> {
         spec.replicas,
         if spec.replicas == 1 { "" } else { "s" },
         spec.version,
-        args.backup_name
-            .as_ref()
-            .map_or("newest full backup".to_string(), |b| format!(
-                "full backup {b}"
-            )),
+        args.backup_name.as_ref().map_or(
+            "backup reaching the newest revision".to_string(),
+            |b| format!("full backup {b}")
+        ),
         from_namespace,
         args.from_cluster,
         destination::describe(&destination),

@@ -12,7 +12,7 @@ use object_store::path::Path;
 
 use super::segment::{
     SEGMENT_METADATA_SUFFIX, SegmentMetadata, base_name, chain_folder, load_segment_bytes,
-    object_path, read_segment_metadata,
+    object_path, read_segment_metadata, revisions_in_name,
 };
 use crate::backup::{BackupError, BackupErrorCategory, BackupMetadata, BackupStore};
 
@@ -131,6 +131,25 @@ pub async fn list_segments(
     store: &BackupStore,
     base_name: &str,
 ) -> Result<Vec<(Path, Result<SegmentMetadata, BackupError>)>, BackupError> {
+    let paths = segment_metadata_paths(store, base_name).await?;
+    let mut listed = Vec::with_capacity(paths.len());
+    for path in paths {
+        let metadata = match read_segment_metadata(store, &path).await {
+            Ok(metadata) => Ok(metadata),
+            Err(error) if error.category() == BackupErrorCategory::Corrupt => Err(error),
+            Err(error) => return Err(error),
+        };
+        listed.push((path, metadata));
+    }
+    Ok(listed)
+}
+
+/// The segment metadata objects of the chain after `base_name`, in name
+/// (= first revision) order, listed without reading any of them.
+pub async fn segment_metadata_paths(
+    store: &BackupStore,
+    base_name: &str,
+) -> Result<Vec<Path>, BackupError> {
     let folder = object_path(store, &chain_folder(base_name));
     let mut paths: Vec<Path> = store
         .store()
@@ -145,16 +164,18 @@ pub async fn list_segments(
         .try_collect()
         .await?;
     paths.sort();
-    let mut listed = Vec::with_capacity(paths.len());
-    for path in paths {
-        let metadata = match read_segment_metadata(store, &path).await {
-            Ok(metadata) => Ok(metadata),
-            Err(error) if error.category() == BackupErrorCategory::Corrupt => Err(error),
-            Err(error) => return Err(error),
-        };
-        listed.push((path, metadata));
-    }
-    Ok(listed)
+    Ok(paths)
+}
+
+/// The highest revision any listed segment of a chain can reach, from the
+/// segments' names alone: an upper bound of the chain's
+/// [`SegmentChain::last_revision`] (a hole or a corrupt segment can only
+/// stop it earlier). `None` when a name does not state its revisions.
+pub fn named_reach(base_revision: i64, paths: &[Path]) -> Option<i64> {
+    paths.iter().try_fold(base_revision, |reach, path| {
+        let (_, last) = revisions_in_name(path.filename()?)?;
+        Some(reach.max(last))
+    })
 }
 
 /// Links listed segments after a full backup at `base_revision` of

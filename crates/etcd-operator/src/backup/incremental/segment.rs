@@ -221,6 +221,14 @@ pub fn segment_object_name(base_name: &str, first: i64, last: i64) -> String {
     )
 }
 
+/// The first and last revisions a segment's object or metadata name
+/// (`<first>-<last>.seg.…`) states; `None` for any other name.
+pub fn revisions_in_name(file_name: &str) -> Option<(i64, i64)> {
+    let (span, _) = file_name.split_once(".seg.")?;
+    let (first, last) = span.split_once('-')?;
+    Some((first.parse().ok()?, last.parse().ok()?))
+}
+
 /// The metadata object's name for a segment object's name.
 pub fn segment_metadata_name(object: &str) -> String {
     let object = object.strip_suffix(ENCRYPTED_SUFFIX).unwrap_or(object);

@@ -9,8 +9,8 @@ use std::path::Path;
 use super::{FetchPlan, RestoreBackupError, read_key};
 use crate::api::BackupSource;
 use crate::backup::{
-    BackupError, BackupMetadata, BackupStore, Credentials, download_backup, list_backups,
-    newest_backup,
+    BackupError, BackupMetadata, BackupStore, Credentials, backup_for_restore, download_backup,
+    list_backups,
 };
 use crate::pod_programs::file_error::io;
 use crate::pod_programs::install::install_self;
@@ -64,14 +64,14 @@ async fn fetch_backup(
         .with_encryption(key);
     let mut attempt = 1;
     loop {
-        let base = choose_backup(&store, source.backup_name.as_deref()).await?;
+        let base = choose_backup(&store, source.backup_name.as_deref(), source.revision).await?;
         match fetch_chosen(args, layout, &source, &store, &base).await {
-            // The newest backup, not one the user named, went away between
+            // The chosen backup, not one the user named, went away between
             // the listing and the download: retention removed it after a
-            // newer one was written. The newest is chosen again.
+            // newer one was written. The choice is made again.
             Err(e) if source.backup_name.is_none() && vanished(&e) && attempt < NEWEST_ATTEMPTS => {
                 println!(
-                    "backup {} went away while it was fetched ({e}); choosing the newest again",
+                    "backup {} went away while it was fetched ({e}); choosing again",
                     base_name(&base)
                 );
                 attempt += 1;
@@ -81,7 +81,7 @@ async fn fetch_backup(
     }
 }
 
-/// How many times the newest backup is chosen when the chosen one goes away.
+/// How many times a backup is chosen when the chosen one goes away.
 const NEWEST_ATTEMPTS: u32 = 3;
 
 /// Whether `error` says an object of the chosen backup is not there.
@@ -175,13 +175,15 @@ async fn fetch_chosen(
     Ok(plan)
 }
 
-/// The named full backup, else the newest.
+/// The named full backup, else the one restoring the newest data up to
+/// `wanted` ([`backup_for_restore`]).
 async fn choose_backup(
     store: &BackupStore,
     name: Option<&str>,
+    wanted: Option<i64>,
 ) -> Result<BackupMetadata, RestoreBackupError> {
     let Some(name) = name else {
-        return Ok(newest_backup(store).await?);
+        return Ok(backup_for_restore(store, wanted).await?);
     };
     list_backups(store)
         .await?
