@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 use etcd_operator::api::{BackupPhase, EtcdBackup, EtcdBackupSchedule, EtcdCluster};
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -36,7 +37,8 @@ use test_kit::TestResult;
 use test_kit::e2e::{Harness, cluster_spec_with};
 use test_kit::poll::wait_for;
 use test_kit::tls_client::{
-    client_material, client_service_name, secret_certificate, served_certificate, tls_client,
+    client_material, client_service_name, read_secret_material, secret_certificate,
+    served_certificate, tls_client,
 };
 
 const CLUSTER: &str = "secure";
@@ -194,6 +196,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
     );
 
     renewal_under_writes(h, &user, &ca).await?;
+    an_application_gets_its_own_certificate(h).await?;
 
     // A full backup through the operator's client certificate.
     h.create_claim("tls-backups").await?;
@@ -311,6 +314,83 @@ async fn scenario(h: &mut Harness) -> TestResult {
     assert!(keys.len() >= 301, "{} keys restored", keys.len());
 
     unusable_ca_is_reported(h).await
+}
+
+/// A name added to `spec.tls.clientCertificates` gets its Secret
+/// `<cluster>-client-<name>-tls`, whose certificate (common name: the
+/// name) writes and reads, listed in `status.tls`; the name removed, the
+/// Secret is deleted. No member Pod is restarted by either.
+async fn an_application_gets_its_own_certificate(h: &Harness) -> TestResult {
+    const APP: &str = "reports";
+    let secret_name = format!("{CLUSTER}-client-{APP}-tls");
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.namespace);
+    let clusters: Api<EtcdCluster> = Api::namespaced(h.client.clone(), &h.namespace);
+    let members_before = h.pod_uids().await?;
+    let set_names = |names: serde_json::Value| {
+        let clusters = clusters.clone();
+        async move {
+            clusters
+                .patch(
+                    CLUSTER,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "spec": { "tls": { "clientCertificates": names } } })),
+                )
+                .await
+        }
+    };
+    set_names(json!([{ "name": APP }])).await?;
+    wait_for(
+        "the application's client certificate Secret",
+        Duration::from_secs(60),
+        || async { Ok(secrets.get_opt(&secret_name).await?.is_some()) },
+    )
+    .await?;
+    let material = read_secret_material(&secrets, &secret_name).await?;
+    let certificate = secret_certificate(h, &secret_name).await?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(&certificate)?;
+    let common_name: Vec<String> = parsed
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok().map(str::to_owned))
+        .collect();
+    assert_eq!(common_name, vec![APP.to_string()]);
+    let mut app = tls_client(
+        h,
+        CLUSTER,
+        &material.ca,
+        Some((&material.cert, &material.key)),
+    )
+    .await?;
+    app.put("/secure/reports/1", "from the reports application", None)
+        .await?;
+    let read = app.get("/secure/reports/1", None).await?;
+    assert_eq!(read.kvs().len(), 1, "the application reads what it wrote");
+    wait_for(
+        "status.tls to list the application's certificate",
+        Duration::from_secs(60),
+        || async {
+            let tls = clusters.get(CLUSTER).await?.status.and_then(|s| s.tls);
+            Ok(tls.is_some_and(|tls| tls.certificates.iter().any(|c| c.secret == secret_name)))
+        },
+    )
+    .await?;
+
+    set_names(serde_json::Value::Null).await?;
+    wait_for(
+        "the removed name's Secret to be deleted",
+        Duration::from_secs(60),
+        || async { Ok(secrets.get_opt(&secret_name).await?.is_none()) },
+    )
+    .await?;
+    assert_eq!(
+        h.pod_uids().await?,
+        members_before,
+        "adding or removing a client certificate restarted a member"
+    );
+    eprintln!(
+        "application certificate {secret_name}: issued (CN {APP}), used, deleted; no member restarted"
+    );
+    Ok(())
 }
 
 /// A CA Secret whose key is unusable stops the cluster's passes before

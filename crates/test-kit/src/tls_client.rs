@@ -40,7 +40,16 @@ pub async fn read_client_material(
     secrets: &Api<Secret>,
     cluster: &str,
 ) -> TestResult<ClientMaterial> {
-    let secret = secrets.get(&format!("{cluster}-client-tls")).await?;
+    read_secret_material(secrets, &format!("{cluster}-client-tls")).await
+}
+
+/// The PEM values of any client certificate Secret of `secrets`'
+/// namespace (`ca.crt`, `tls.crt`, `tls.key`), as it is now.
+pub async fn read_secret_material(
+    secrets: &Api<Secret>,
+    secret: &str,
+) -> TestResult<ClientMaterial> {
+    let secret = secrets.get(secret).await?;
     let data = secret.data.ok_or("no data in the client Secret")?;
     let text = |key: &str| -> TestResult<String> {
         Ok(String::from_utf8(

@@ -109,8 +109,10 @@ pub fn template_hash(
     // a TLS cluster's is what it was before the stages of turning TLS on
     // existed (`disabled` never reaches a Pod: TLS is not turned off).
     if let (true, Some(inputs)) = (transport.serves_tls(), inputs.as_object_mut()) {
+        // Named client certificates never reach a Pod either.
         let tls = TlsSpec {
             disabled: false,
+            client_certificates: Vec::new(),
             ..spec.tls.clone().unwrap_or_default()
         };
         let mut tls = serde_json::json!({ "spec": tls, "revision": tls_revision });
@@ -229,6 +231,17 @@ mod tests {
         let tls = hash(&explicit, Transport::Tls, Some("r1"));
         assert_eq!(hash(&plain, Transport::Tls, Some("r1")), tls);
         assert_eq!(hash(&disabled, Transport::Tls, Some("r1")), tls);
+        // An application's client certificate restarts no member.
+        let with_app = EtcdClusterSpec {
+            tls: Some(crate::api::TlsSpec {
+                client_certificates: vec![crate::api::NamedClientCertificate {
+                    name: "apiserver".into(),
+                }],
+                ..crate::api::TlsSpec::default()
+            }),
+            ..EtcdClusterSpec::default()
+        };
+        assert_eq!(hash(&with_app, Transport::Tls, Some("r1")), tls);
         assert_ne!(tls, hash(&plain, Transport::Plaintext, Some("r1")));
         assert_ne!(tls, hash(&explicit, Transport::Tls, Some("r2")));
         let stages = [

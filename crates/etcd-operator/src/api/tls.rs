@@ -31,6 +31,11 @@ pub const CA_ROTATION_FOR_ANNOTATION: &str = "durable-etcd.io/ca-rotation-for";
 /// whose rotation is done.
 pub const CA_ROTATED_FOR_ANNOTATION: &str = "durable-etcd.io/ca-rotated-for";
 
+/// Annotation of the CA Secret: the names of
+/// `spec.tls.clientCertificates` whose Secrets exist (comma-separated), so
+/// that a name removed from the spec has its Secret deleted.
+pub const NAMED_CLIENT_CERTIFICATES_ANNOTATION: &str = "durable-etcd.io/named-client-certificates";
+
 /// Mutual TLS for etcd's client and peer ports. Every member serves TLS on
 /// both and asks every client and peer for a certificate signed by the
 /// cluster's CA (`--client-cert-auth`, `--peer-client-cert-auth`); the
@@ -44,6 +49,7 @@ pub const CA_ROTATED_FOR_ANNOTATION: &str = "durable-etcd.io/ca-rotated-for";
 /// turned off.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = super::rules::rule("!has(self.disabled) || !self.disabled || !has(self.clientCertificates) || size(self.clientCertificates) == 0", "tls.clientCertificates needs TLS: a cluster with tls.disabled has no CA to issue them"))]
 pub struct TlsSpec {
     /// The operator's own CA for this cluster: generated once, kept in the
     /// Secret `<cluster>-ca` (never mounted into a Pod), issuing the
@@ -58,6 +64,30 @@ pub struct TlsSpec {
     /// a cluster that serves TLS.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub disabled: bool,
+    /// Client certificates for applications, one per name, besides the
+    /// users' `<cluster>-client-tls`: each in the Secret
+    /// `<cluster>-client-<name>-tls` (`tls.crt`, `tls.key`, `ca.crt`), its
+    /// common name the name (etcd's user name for it once authentication
+    /// is on). Renewed and carried through a CA rotation like every leaf;
+    /// adding or removing one restarts no member. A name removed from the
+    /// list has its Secret deleted; the certificate itself stays valid
+    /// until it expires or the CA is rotated (etcd checks no revocation
+    /// list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = super::rules::rule("self.all(a, self.exists_one(b, b.name == a.name))", "tls.clientCertificates: each name once"))]
+    pub client_certificates: Vec<NamedClientCertificate>,
+}
+
+/// One named client certificate (`spec.tls.clientCertificates`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NamedClientCertificate {
+    /// The application's name: its Secret is `<cluster>-client-<name>-tls`
+    /// and its certificate's common name is this name.
+    #[schemars(length(min = 1, max = 40))]
+    #[x_kube(validation = super::rules::rule(format!("self.matches('{}')", super::rules::DNS1123_LABEL), "a client certificate's name must be lower-case letters, digits and '-', starting and ending with a letter or digit"))]
+    pub name: String,
 }
 
 /// The built-in issuer. Certificates are ECDSA P-256; leaves live 90 days

@@ -21,14 +21,15 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client, ResourceExt};
 
 use crate::addressing::{MemberAddressing, ca_secret_name};
+use crate::api::identity::CLUSTER_LABEL;
 use crate::api::{
     CA_ROTATED_FOR_ANNOTATION, CA_ROTATION_FOR_ANNOTATION, CaRotationStatus, CertificateStatus,
-    EtcdCluster, RENEW_CERTIFICATES_ANNOTATION, RENEWED_FOR_ANNOTATION, ROTATE_CA_ANNOTATION,
-    TlsStatus,
+    EtcdCluster, NAMED_CLIENT_CERTIFICATES_ANNOTATION, RENEW_CERTIFICATES_ANNOTATION,
+    RENEWED_FOR_ANNOTATION, ROTATE_CA_ANNOTATION, TlsStatus,
 };
 use crate::controller_kit::Category;
 use crate::etcd::ClientTls;
@@ -124,9 +125,10 @@ pub async fn ensure(
     };
     let renew_request = requested(RENEW_CERTIFICATES_ANNOTATION);
     let renew_all = renew_request.is_some() && renew_request != records.renewed_for;
+    let named = named_client_certificates(cluster);
     let mut operator = None;
     let mut certificates = Vec::new();
-    for role in TlsRole::ALL {
+    for role in TlsRole::every(named.iter().cloned()) {
         let leaf = LeafContext {
             secrets: &secrets,
             cluster,
@@ -134,10 +136,10 @@ pub async fn ensure(
             signer: &cas.signer,
             bundle: &bundle,
         };
-        let (cert_pem, key_pem) = ensure_leaf(&leaf, role, renew_all).await?;
+        let (cert_pem, key_pem) = ensure_leaf(&leaf, &role, renew_all).await?;
         if let Ok(facts) = read_certificate(&cert_pem) {
             certificates.push(CertificateStatus {
-                secret: leaf_secret_name(&addressing.cluster, role),
+                secret: leaf_secret_name(&addressing.cluster, &role),
                 serial: facts.serial,
                 not_before: time(facts.not_before),
                 not_after: time(facts.not_after),
@@ -146,6 +148,18 @@ pub async fn ensure(
         if role == TlsRole::Operator {
             operator = Some((cert_pem, key_pem));
         }
+    }
+    if records.named_clients != named {
+        forget_named_clients(&secrets, cluster, &records.named_clients, &named).await?;
+        let recorded = named.join(",");
+        let value = Some(recorded.as_str()).filter(|v| !v.is_empty());
+        annotate(
+            &secrets,
+            &ca_secret,
+            NAMED_CLIENT_CERTIFICATES_ANNOTATION,
+            value,
+        )
+        .await?;
     }
     let renewed_for = match renew_request {
         Some(value) if renew_all => {
@@ -237,6 +251,60 @@ fn operator_tls(
     })
 }
 
+/// The names of `spec.tls.clientCertificates`, in spec order.
+fn named_client_certificates(cluster: &EtcdCluster) -> Vec<String> {
+    cluster
+        .spec
+        .tls
+        .iter()
+        .flat_map(|tls| tls.client_certificates.iter())
+        .map(|named| named.name.clone())
+        .collect()
+}
+
+/// Deletes the Secret of every name `recorded` (issued earlier) that
+/// `wanted` no longer holds, when it is this cluster's (labelled so; a
+/// Secret someone else made under that name stays).
+async fn forget_named_clients(
+    secrets: &Api<Secret>,
+    cluster: &EtcdCluster,
+    recorded: &[String],
+    wanted: &[String],
+) -> Result<(), TlsMaterialError> {
+    for name in recorded.iter().filter(|name| !wanted.contains(name)) {
+        let secret_name =
+            leaf_secret_name(&cluster.name_any(), &TlsRole::NamedClient(name.clone()));
+        let Some(secret) = read(secrets, &secret_name).await? else {
+            continue;
+        };
+        if secret.labels().get(CLUSTER_LABEL) != Some(&cluster.name_any()) {
+            tracing::warn!(secret = %secret_name, "not deleting a client certificate Secret this cluster did not write");
+            continue;
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: secret.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match secrets.delete(&secret_name, &params).await {
+            Ok(_) => {
+                tracing::info!(secret = %secret_name, "client certificate no longer in spec.tls.clientCertificates: Secret deleted");
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(TlsMaterialError::Secret {
+                    what: "delete",
+                    name: secret_name,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What the CA Secret records besides the CAs.
 #[derive(Debug, Default)]
 struct CaRecords {
@@ -246,6 +314,8 @@ struct CaRecords {
     rotation_for: Option<String>,
     /// The CA rotation request done.
     rotated_for: Option<String>,
+    /// The named client certificates issued.
+    named_clients: Vec<String>,
 }
 
 impl CaRecords {
@@ -255,6 +325,15 @@ impl CaRecords {
             renewed_for: annotation(RENEWED_FOR_ANNOTATION),
             rotation_for: annotation(CA_ROTATION_FOR_ANNOTATION),
             rotated_for: annotation(CA_ROTATED_FOR_ANNOTATION),
+            named_clients: annotation(NAMED_CLIENT_CERTIFICATES_ANNOTATION)
+                .map(|names| {
+                    names
+                        .split(',')
+                        .filter(|name| !name.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 }
@@ -413,7 +492,7 @@ struct LeafContext<'a> {
 /// bundle kept equal to the trust bundle.
 async fn ensure_leaf(
     leaf: &LeafContext<'_>,
-    role: TlsRole,
+    role: &TlsRole,
     renew: bool,
 ) -> Result<(String, String), TlsMaterialError> {
     let LeafContext {
@@ -528,7 +607,7 @@ pub async fn read_operator_tls(
     let addressing = tls_addressing(cluster, cluster_domain);
     let namespace = &addressing.namespace;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret_name = leaf_secret_name(&addressing.cluster, TlsRole::Operator);
+    let secret_name = leaf_secret_name(&addressing.cluster, &TlsRole::Operator);
     let secret = read(&secrets, &secret_name).await?.ok_or_else(|| {
         TlsMaterialError::Missing(format!(
             "Secret {namespace}/{secret_name} does not exist yet (the cluster's reconciler creates it)"

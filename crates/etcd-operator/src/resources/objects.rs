@@ -564,7 +564,7 @@ fn tls_volumes(cluster: &str) -> Vec<Volume> {
     .map(|(volume, role)| Volume {
         name: volume.to_string(),
         secret: Some(SecretVolumeSource {
-            secret_name: Some(super::tls::leaf_secret_name(cluster, role)),
+            secret_name: Some(super::tls::leaf_secret_name(cluster, &role)),
             default_mode: Some(0o440),
             ..SecretVolumeSource::default()
         }),

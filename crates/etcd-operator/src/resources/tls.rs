@@ -10,6 +10,7 @@
 //! | `<cluster>-peer-tls` | the members' peer certificate | members |
 //! | `<cluster>-client-tls` | a client certificate for users | nothing |
 //! | `<cluster>-operator-tls` | the operator's client certificate | nothing |
+//! | `<cluster>-client-<name>-tls` | a client certificate per `spec.tls.clientCertificates` name | nothing |
 //!
 //! One server and one peer certificate serve every member: they name every
 //! member through the peer Service's wildcard, so a member added later
@@ -55,7 +56,7 @@ pub const SERVER_TLS_DIR: &str = "/var/run/etcd-tls/server";
 pub const PEER_TLS_DIR: &str = "/var/run/etcd-tls/peer";
 
 /// One certificate of a cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TlsRole {
     /// The members' client port.
     Server,
@@ -65,27 +66,41 @@ pub enum TlsRole {
     Client,
     /// The operator's own connections.
     Operator,
+    /// An application's client certificate, by its name in
+    /// `spec.tls.clientCertificates`.
+    NamedClient(String),
 }
 
 impl TlsRole {
-    /// Every leaf of a cluster.
+    /// The leaves every TLS cluster has.
     pub const ALL: [Self; 4] = [Self::Server, Self::Peer, Self::Client, Self::Operator];
 
-    /// `server`, `peer`, `client`, `operator`.
-    pub fn as_str(self) -> &'static str {
+    /// Every leaf of a cluster whose spec names `named` client
+    /// certificates.
+    pub fn every(named: impl IntoIterator<Item = String>) -> Vec<Self> {
+        Self::ALL
+            .into_iter()
+            .chain(named.into_iter().map(Self::NamedClient))
+            .collect()
+    }
+
+    /// `server`, `peer`, `client`, `operator`, `client-<name>`: the part of
+    /// its Secret's name between the cluster's and `-tls`.
+    pub fn as_str(&self) -> std::borrow::Cow<'static, str> {
         match self {
-            Self::Server => "server",
-            Self::Peer => "peer",
-            Self::Client => "client",
-            Self::Operator => "operator",
+            Self::Server => "server".into(),
+            Self::Peer => "peer".into(),
+            Self::Client => "client".into(),
+            Self::Operator => "operator".into(),
+            Self::NamedClient(name) => format!("client-{name}").into(),
         }
     }
 
     /// The extended key usages.
-    pub fn usage(self) -> LeafUsage {
+    pub fn usage(&self) -> LeafUsage {
         match self {
             Self::Server | Self::Peer => LeafUsage::Peer,
-            Self::Client | Self::Operator => LeafUsage::Client,
+            Self::Client | Self::Operator | Self::NamedClient(_) => LeafUsage::Client,
         }
     }
 }
@@ -113,7 +128,7 @@ pub fn server_name(addressing: &MemberAddressing) -> String {
 }
 
 /// The names `role`'s certificate carries.
-pub fn certificate_names(addressing: &MemberAddressing, role: TlsRole) -> CertificateNames {
+pub fn certificate_names(addressing: &MemberAddressing, role: &TlsRole) -> CertificateNames {
     let cluster = &addressing.cluster;
     let namespace = &addressing.namespace;
     let domain = &addressing.cluster_domain;
@@ -157,12 +172,17 @@ pub fn certificate_names(addressing: &MemberAddressing, role: TlsRole) -> Certif
             dns_names: Vec::new(),
             ip_addresses: Vec::new(),
         },
+        TlsRole::NamedClient(name) => CertificateNames {
+            common_name: name.clone(),
+            dns_names: Vec::new(),
+            ip_addresses: Vec::new(),
+        },
     }
 }
 
 /// The Secret of `role`'s certificate.
-pub fn leaf_secret_name(cluster: &str, role: TlsRole) -> String {
-    tls_secret_name(cluster, role.as_str())
+pub fn leaf_secret_name(cluster: &str, role: &TlsRole) -> String {
+    tls_secret_name(cluster, &role.as_str())
 }
 
 fn metadata(cluster: &EtcdCluster, name: String) -> ObjectMeta {
@@ -197,7 +217,7 @@ pub fn ca_secret(cluster: &EtcdCluster, cert_pem: &str, key_pem: &str) -> Secret
 /// The Secret of one leaf: certificate, key and the CA bundle.
 pub fn leaf_secret(
     cluster: &EtcdCluster,
-    role: TlsRole,
+    role: &TlsRole,
     cert_pem: &str,
     key_pem: &str,
     ca_bundle_pem: &str,
@@ -271,7 +291,7 @@ mod tests {
     #[test]
     fn the_server_certificate_names_every_address_a_client_or_member_uses() {
         let a = addressing();
-        let names = certificate_names(&a, TlsRole::Server);
+        let names = certificate_names(&a, &TlsRole::Server);
         let wanted = [
             "demo-0.demo-peer.prod.svc.cluster.local",
             "demo-8.demo-peer.prod.svc.cluster.local",
@@ -312,14 +332,33 @@ mod tests {
     #[test]
     fn peers_name_every_member_and_members_are_both_server_and_client() {
         let a = addressing();
-        let peer = certificate_names(&a, TlsRole::Peer);
+        let peer = certificate_names(&a, &TlsRole::Peer);
         let host = a.member_host(5);
         assert!(peer.dns_names.iter().any(|p| covers(p, &host)));
         assert_eq!(TlsRole::Server.usage(), LeafUsage::Peer);
         assert_eq!(TlsRole::Peer.usage(), LeafUsage::Peer);
         assert_eq!(TlsRole::Client.usage(), LeafUsage::Client);
         assert_eq!(TlsRole::Operator.usage(), LeafUsage::Client);
-        assert_eq!(leaf_secret_name("demo", TlsRole::Client), "demo-client-tls");
+        assert_eq!(
+            leaf_secret_name("demo", &TlsRole::Client),
+            "demo-client-tls"
+        );
+        let app = TlsRole::NamedClient("apiserver".into());
+        assert_eq!(app.usage(), LeafUsage::Client);
+        assert_eq!(leaf_secret_name("demo", &app), "demo-client-apiserver-tls");
+        let names = certificate_names(&a, &app);
+        assert_eq!(names.common_name, "apiserver");
+        assert!(names.dns_names.is_empty() && names.ip_addresses.is_empty());
+        assert_eq!(
+            TlsRole::every(["apiserver".to_string()]),
+            vec![
+                TlsRole::Server,
+                TlsRole::Peer,
+                TlsRole::Client,
+                TlsRole::Operator,
+                app
+            ]
+        );
         assert_eq!(ca_secret_name("demo"), "demo-ca");
     }
 
@@ -332,7 +371,7 @@ mod tests {
         let flags = etcd_tls_flags("demo");
         assert!(has_flag(&flags, "--peer-cert-allowed-cn=demo-peer"));
         assert_eq!(
-            certificate_names(&addressing(), TlsRole::Peer).common_name,
+            certificate_names(&addressing(), &TlsRole::Peer).common_name,
             "demo-peer"
         );
         let has = |flag: &str| flags.iter().any(|f| f == flag);
