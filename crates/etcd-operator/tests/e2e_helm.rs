@@ -10,7 +10,11 @@
 //!   Deployment; the operator's Pod becomes Ready, and an `EtcdCluster` in
 //!   the watched namespace, with the default mutual TLS (its CA and
 //!   certificates are Secrets the operator writes through the Role),
-//!   becomes Available and takes writes;
+//!   becomes Available and takes writes; what the operator writes of its
+//!   certificates through that Role works too: a renewal asked for by
+//!   annotation is recorded on the CA Secret (`status.tls.renewedFor`), a
+//!   named client certificate's Secret is created, then deleted once its
+//!   name leaves the spec;
 //! - `helm upgrade` with another log level rolls the Deployment to a new
 //!   Pod that runs with it, and that new Pod manages the cluster: a member
 //!   Pod deleted is created again by it, the cluster is Available again and
@@ -22,10 +26,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use etcd_operator::api::{EtcdCluster, RENEW_CERTIFICATES_ANNOTATION};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use test_kit::TestResult;
@@ -119,6 +124,7 @@ async fn life(h: &Harness, helm: &Helm, release: &Release) -> TestResult {
     h.create_available(CLUSTER, spec, Duration::from_secs(180))
         .await?;
     write_keys(h).await?;
+    certificates_are_renewed_issued_and_deleted(h).await?;
     let claims = h.claim_uids().await?;
 
     let upgraded_at = Instant::now();
@@ -163,6 +169,54 @@ async fn life(h: &Harness, helm: &Helm, release: &Release) -> TestResult {
         "uninstalled: the CRDs, {CLUSTER}, its {} volumes and its {KEYS} keys are kept",
         claims.len()
     );
+    Ok(())
+}
+
+/// Through the chart's Role alone, the operator renews every certificate
+/// on request (recording it on the CA Secret), issues a named client
+/// certificate and deletes it once its name is gone from the spec.
+async fn certificates_are_renewed_issued_and_deleted(h: &Harness) -> TestResult {
+    let clusters: Api<EtcdCluster> = Api::namespaced(h.client.clone(), &h.namespace);
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.namespace);
+    let named = format!("{CLUSTER}-client-app-tls");
+    clusters
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": { "annotations": { RENEW_CERTIFICATES_ANNOTATION: "helm-1" } },
+                "spec": { "tls": { "clientCertificates": [{ "name": "app" }] } },
+            })),
+        )
+        .await?;
+    wait_for(
+        "the renewal to be recorded and the named certificate issued",
+        Duration::from_secs(90),
+        || async {
+            let renewed = clusters
+                .get(CLUSTER)
+                .await?
+                .status
+                .and_then(|s| s.tls)
+                .and_then(|tls| tls.renewed_for);
+            Ok(renewed.as_deref() == Some("helm-1") && secrets.get_opt(&named).await?.is_some())
+        },
+    )
+    .await?;
+    clusters
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "tls": { "clientCertificates": null } } })),
+        )
+        .await?;
+    wait_for(
+        "the named certificate's Secret to be deleted",
+        Duration::from_secs(90),
+        || async { Ok(secrets.get_opt(&named).await?.is_none()) },
+    )
+    .await?;
+    eprintln!("through the Role: renewal recorded, {named} issued and deleted");
     Ok(())
 }
 
