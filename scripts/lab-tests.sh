@@ -46,6 +46,7 @@ expected_seconds() {
 	e2e_tls) echo 120 ;;
 	e2e_network_policy) echo 90 ;;
 	e2e_helm) echo 120 ;;
+	e2e_quiet_operator) echo 90 ;;
 	e2e_images) echo 40 ;;
 	kubectl_streaming) echo 20 ;;
 	e2e_node_deleted) echo 52 ;;

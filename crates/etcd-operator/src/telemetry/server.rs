@@ -49,6 +49,8 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|source| ServeError::Bind { address, source })?;
+    // The address bound (a port 0 asked for is a free port chosen now).
+    let address = listener.local_addr().unwrap_or(address);
     tracing::info!(%address, "serving /metrics, /healthz and /readyz");
     axum::serve(listener, router(metrics, health))
         .await

@@ -180,6 +180,11 @@ impl Harness {
         &self.operator_binary
     }
 
+    /// The operator's `/metrics` text now.
+    pub async fn operator_metrics(&self) -> TestResult<String> {
+        operator::scrape(&operator::metrics_address(&self.operator_log)?).await
+    }
+
     /// Stops the operator (as a crash or an upgrade would).
     pub fn stop_operator(&mut self) {
         self.operator = None;
