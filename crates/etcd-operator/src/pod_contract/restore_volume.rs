@@ -98,8 +98,12 @@ pub mod flags {
     /// `prepare`, `fetch-backup`: where to install the operator binary for
     /// the next step, which runs in the etcd image.
     pub const INSTALL_TO: &str = "install-to";
-    /// `apply-wal`, `replay`: the etcd binary of the etcd image.
+    /// `apply-wal`, `replay`: the etcd binary of the etcd image (`replay`
+    /// runs the `etcdutl` beside it).
     pub const ETCD_BINARY: &str = "etcd-binary";
+    /// `replay`: the member's peer URL, written into the membership of
+    /// the data dir restored from the full backup.
+    pub const PEER_URL: &str = "peer-url";
 }
 
 /// `--<name>=<value>`.

@@ -11,9 +11,10 @@
 //!   its snapshot);
 //! - from a backup: `restore-volume fetch-backup` (operator image: download
 //!   and verify the snapshot and its incremental segments, and install the
-//!   operator binary), `etcdutl snapshot restore` of the full backup (hash
-//!   checked) into a scratch data dir, `restore-volume replay` (etcd image:
-//!   the segments replayed on a loopback-only etcd, then its snapshot);
+//!   operator binary), `restore-volume replay` (etcd image: with segments,
+//!   `etcdutl snapshot restore` of the full backup, hash checked, into a
+//!   scratch data dir, the segments replayed on it by a loopback-only etcd,
+//!   then its snapshot; without, the full backup itself);
 //! - then, for both, `etcdutl snapshot restore` of that snapshot (hash
 //!   checked) with `--bump-revision` [`REVISION_BUMP`] `--mark-compacted`,
 //!   so that no revision the old cluster served is served again with other
@@ -88,35 +89,30 @@ pub fn restore_pod(
         ..Container::default()
     };
     let peer_url = addressing.peer_url(ordinal);
-    // `etcdutl snapshot restore` of a snapshot taken through etcd's API
-    // (its hash is checked) into a new data dir of the new incarnation.
-    let etcdutl =
-        |name: &str, snapshot: &std::path::Path, data_dir: &std::path::Path, bump: bool| {
-            let mut args = vec![
-                "snapshot".to_string(),
-                "restore".to_string(),
-                snapshot.display().to_string(),
-                format!("--name={member}"),
-                format!("--initial-cluster={member}={peer_url}"),
-                format!("--initial-cluster-token={token}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--data-dir={}", data_dir.display()),
-            ];
-            if bump {
-                args.push(format!("--bump-revision={REVISION_BUMP}"));
-                args.push("--mark-compacted".to_string());
-            }
-            Container {
-                name: name.to_string(),
-                image: Some(version::image(&cluster.spec.version)),
-                command: Some(vec!["/usr/local/bin/etcdutl".to_string()]),
-                args: Some(args),
-                termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.to_string()),
-                volume_mounts: Some(vec![mount.clone()]),
-                security_context: Some(security.clone()),
-                ..Container::default()
-            }
-        };
+    // `etcdutl snapshot restore` of the snapshot to restore (taken through
+    // etcd's API, its hash checked) into the new incarnation's data dir,
+    // with the revision bump.
+    let restore = Container {
+        name: "etcdutl".to_string(),
+        image: Some(version::image(&cluster.spec.version)),
+        command: Some(vec!["/usr/local/bin/etcdutl".to_string()]),
+        args: Some(vec![
+            "snapshot".to_string(),
+            "restore".to_string(),
+            layout.source_db.display().to_string(),
+            format!("--name={member}"),
+            format!("--initial-cluster={member}={peer_url}"),
+            format!("--initial-cluster-token={token}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--data-dir={}", layout.staging.display()),
+            format!("--bump-revision={REVISION_BUMP}"),
+            "--mark-compacted".to_string(),
+        ]),
+        termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.to_string()),
+        volume_mounts: Some(vec![mount.clone()]),
+        security_context: Some(security.clone()),
+        ..Container::default()
+    };
     // A step of this binary in the etcd image (installed by the step
     // before it), which runs etcd on loopback on a scratch data dir.
     let etcd_step = |step: RestoreStep, extra: Vec<String>, extra_mounts: Vec<VolumeMount>| {
@@ -136,7 +132,6 @@ pub fn restore_pod(
             ..Container::default()
         }
     };
-    let restore = etcdutl("etcdutl", &layout.source_db, &layout.staging, true);
     let mut volumes = vec![
         data_volume(&name, ordinal),
         Volume {
@@ -218,12 +213,12 @@ pub fn restore_pod(
                 });
             }
             // The fetched segments stay sealed on the volume.
-            let (replay_args, replay_mounts) = key_file
+            let (mut replay_args, replay_mounts) = key_file
                 .map(|(arg, key_mount)| (vec![arg], vec![key_mount]))
                 .unwrap_or_default();
+            replay_args.push(flag(flags::PEER_URL, &peer_url));
             vec![
                 fetch,
-                etcdutl("restore-backup", &layout.backup_db, &layout.base, false),
                 etcd_step(RestoreStep::Replay, replay_args, replay_mounts),
                 restore,
             ]
@@ -308,24 +303,20 @@ mod tests {
         let spec = pod.spec.expect("spec");
         let init = spec.init_containers.expect("init");
         let names: Vec<&str> = init.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(
-            names,
-            ["fetch-backup", "restore-backup", "replay", "etcdutl"]
-        );
+        assert_eq!(names, ["fetch-backup", "replay", "etcdutl"]);
         let args = |i: usize| init[i].args.clone().expect("args");
         let key = format!("--encryption-key-file={ENCRYPTION_MOUNT}/encryptionKey");
-        assert!(args(0).contains(&key) && args(2).contains(&key));
-        // The full backup is restored as it was; the bump comes after the
+        assert!(args(0).contains(&key) && args(1).contains(&key));
+        // The replay restores the full backup itself (only when there are
+        // segments) with the member's peer URL; the bump comes after the
         // replay, on the replayed snapshot.
-        assert!(!args(1).iter().any(|a| a.starts_with("--bump-revision")));
-        assert!(args(1).contains(&"--data-dir=/var/lib/etcd/restore-main-x.base".to_string()));
-        assert!(args(3).contains(&format!("--bump-revision={REVISION_BUMP}")));
-        assert!(args(3).contains(&"--mark-compacted".to_string()));
-        assert!(!args(3).contains(&"--skip-hash-check".to_string()));
+        assert!(args(1).contains(&format!("--peer-url={}", addressing.peer_url(0))));
+        assert!(args(2).contains(&format!("--bump-revision={REVISION_BUMP}")));
+        assert!(args(2).contains(&"--mark-compacted".to_string()));
+        assert!(!args(2).contains(&"--skip-hash-check".to_string()));
         assert!(args(0).contains(&"--backup-namespace=ns".to_string()));
         assert!(args(0).contains(&"--backup-cluster=old".to_string()));
         assert!(args(0).contains(&format!("--credentials-dir={CREDENTIALS_MOUNT}")));
-        assert!(!args(1).contains(&"--skip-hash-check".to_string()));
         let mounted = |i: usize, path: &str| {
             init[i]
                 .volume_mounts
@@ -333,8 +324,8 @@ mod tests {
                 .flatten()
                 .any(|m| m.mount_path == path)
         };
-        assert!(mounted(0, ENCRYPTION_MOUNT) && mounted(2, ENCRYPTION_MOUNT));
-        assert!(mounted(0, CREDENTIALS_MOUNT) && !mounted(2, CREDENTIALS_MOUNT));
+        assert!(mounted(0, ENCRYPTION_MOUNT) && mounted(1, ENCRYPTION_MOUNT));
+        assert!(mounted(0, CREDENTIALS_MOUNT) && !mounted(1, CREDENTIALS_MOUNT));
         let volumes: Vec<String> = spec
             .volumes
             .expect("volumes")

@@ -86,6 +86,10 @@ pub struct RestoreVolumeArgs {
     /// dir on loopback.
     #[arg(long = flags::ETCD_BINARY, default_value = "/usr/local/bin/etcd")]
     pub etcd_binary: PathBuf,
+    /// `replay`: the member's peer URL, for the membership of the data dir
+    /// restored from the full backup before segments are replayed on it.
+    #[arg(long = flags::PEER_URL)]
+    pub peer_url: Option<String>,
 }
 
 /// Errors of a restore step; each `Display` is one line, the `detail` of

@@ -21,6 +21,7 @@ fn args(volume: &Path, step: RestoreStep) -> RestoreVolumeArgs {
         encryption_key_file: None,
         install_to: None,
         etcd_binary: "/usr/local/bin/etcd".into(),
+        peer_url: None,
     }
 }
 

@@ -2,19 +2,21 @@
 //! `restore-volume replay`), on the volume of the member that receives the
 //! backup. Nothing is restored from a backup that fails a check:
 //!
-//! - `fetch-backup` picks the full backup (named, else the newest), checks
+//! - `fetch-backup` picks the full backup (named, else the one restoring
+//!   the newest data), checks
 //!   that the wanted revision is within reach, downloads the snapshot with
 //!   every check of [`download_backup`] (stored hash, etcd's embedded hash,
 //!   size), downloads the incremental segments after it, records what it
 //!   chose in `restore-<token>.plan.json`, and installs the operator binary
 //!   for `replay`, which runs in the etcd image;
-//! - after `etcdutl snapshot restore` of the full backup into
-//!   `restore-<token>.base/`, `replay` serves that data dir with etcd on
-//!   loopback only, applies the segments, one revision per transaction, up
-//!   to the wanted revision (so every revision keeps its number from the
-//!   source, and the replay checks each), and writes the replayed etcd's
-//!   snapshot as `restore-<token>.db`; with no segment to replay, the full
-//!   backup itself is that snapshot.
+//! - `replay` (in the etcd image) restores the full backup with `etcdutl
+//!   snapshot restore` into `restore-<token>.base/`, serves that data dir
+//!   with etcd on loopback only, applies the segments, one revision per
+//!   transaction, up to the wanted revision (so every revision keeps its
+//!   number from the source, and the replay checks each), and writes the
+//!   replayed etcd's snapshot as `restore-<token>.db`; with no segment to
+//!   replay, the full backup itself is that snapshot and nothing is
+//!   restored twice.
 //!
 //! The revision bump comes after the replay, when the last container of
 //! the Pod restores `restore-<token>.db` with `etcdutl snapshot restore
@@ -84,6 +86,8 @@ pub enum RestoreBackupError {
     Loopback(#[from] LoopbackError),
     #[error("the encryption key in {path} is unusable: {reason}")]
     Key { path: PathBuf, reason: String },
+    #[error("replay: etcdutl snapshot restore of the full backup failed ({status}): {stderr}")]
+    Etcdutl { status: String, stderr: String },
 }
 
 /// What `fetch-backup` chose, for `replay` and for the logs.

@@ -27,8 +27,9 @@ pub fn replay(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), Re
         })?;
     if plan.segments == 0 || plan.target_revision <= plan.base_revision {
         // The full backup is the snapshot to restore (its hash is checked
-        // again by etcdutl): a second name for the downloaded file, which
-        // nothing writes again, rather than a copy of it.
+        // by the last container's etcdutl): a second name for the
+        // downloaded file, which nothing writes again, rather than a copy
+        // of it; it is restored once, not into a scratch data dir first.
         let temporary = layout.source_db.with_extension("part");
         if temporary.exists() {
             std::fs::remove_file(&temporary).map_err(io("removing", &temporary))?;
@@ -48,6 +49,7 @@ pub fn replay(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), Re
         );
         return Ok(());
     }
+    restore_full_backup(args, layout)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -64,6 +66,45 @@ pub fn replay(args: &RestoreVolumeArgs, layout: &RestoreLayout) -> Result<(), Re
         "replayed {} incremental segments of backup {}: the restore holds revision {revision} (before the revision bump)",
         plan.segments, plan.backup
     );
+    Ok(())
+}
+
+/// `etcdutl snapshot restore` of the downloaded full backup (its hash
+/// checked) into the scratch data dir the segments are replayed on: one
+/// member, the new incarnation's token, the member's real peer URL. A data
+/// dir left by an earlier attempt is removed first (etcdutl refuses to
+/// write into one).
+fn restore_full_backup(
+    args: &RestoreVolumeArgs,
+    layout: &RestoreLayout,
+) -> Result<(), RestoreBackupError> {
+    let peer_url = args
+        .peer_url
+        .as_deref()
+        .ok_or(RestoreBackupError::MissingArgument("--peer-url"))?;
+    if layout.base.exists() {
+        std::fs::remove_dir_all(&layout.base).map_err(io("removing", &layout.base))?;
+    }
+    let etcdutl = args.etcd_binary.with_file_name("etcdutl");
+    let member = &args.member_name;
+    let output = std::process::Command::new(&etcdutl)
+        .args(["snapshot", "restore"])
+        .arg(&layout.backup_db)
+        .arg(format!("--name={member}"))
+        .arg(format!("--initial-cluster={member}={peer_url}"))
+        .arg(format!("--initial-cluster-token={}", args.token))
+        .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+        .arg(format!("--data-dir={}", layout.base.display()))
+        .output()
+        .map_err(io("running", &etcdutl))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+        return Err(RestoreBackupError::Etcdutl {
+            status: output.status.to_string(),
+            stderr: tail.into_iter().rev().collect::<Vec<_>>().join(" | "),
+        });
+    }
     Ok(())
 }
 
