@@ -127,13 +127,31 @@ impl BackupMetadata {
     }
 }
 
-/// The base name of a backup: `full-<UTC time>-r<revision>`, which sorts by
-/// time.
+/// The base name of a backup as written before names carried a tag:
+/// `full-<UTC time>-r<revision>`, which sorts by time (tests make such
+/// backups; they are read like any other).
+#[cfg(test)]
 pub fn backup_base_name(started_at: DateTime<Utc>, revision: i64) -> String {
-    let time = started_at
-        .to_rfc3339_opts(SecondsFormat::Millis, true)
-        .replace([':', '-'], "");
-    format!("full-{time}-r{revision}")
+    format!("full-{}-r{revision}", name_time(started_at))
+}
+
+/// The base name of a backup a writer is about to take:
+/// `full-<UTC time>.<tag>-r<revision>`, `tag` 6 random hex digits. Two
+/// writers sharing a folder (two schedules firing on the same minute) can
+/// start at the same millisecond at the same revision: without the tag
+/// both would write the same objects, one's snapshot under the other's
+/// metadata. Still sorts by time, and still matches `backupName`'s shape.
+pub fn unique_backup_base_name(started_at: DateTime<Utc>, revision: i64, tag: [u8; 3]) -> String {
+    format!(
+        "full-{}.{}-r{revision}",
+        name_time(started_at),
+        hex::encode(tag)
+    )
+}
+
+fn name_time(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+        .replace([':', '-'], "")
 }
 
 /// The metadata object's name for a snapshot object's name.
@@ -163,6 +181,21 @@ mod tests {
         let name_b = backup_base_name(b, 7);
         assert_eq!(name_a, "full-20260102T030405.000Z-r99");
         assert!(name_a < name_b);
+        // Two writers at the same millisecond and revision: other names,
+        // both still sorting before a later one and of backupName's shape.
+        let first = unique_backup_base_name(a, 99, [0, 0x1f, 0xa2]);
+        let second = unique_backup_base_name(a, 99, [0xff, 0, 7]);
+        assert_eq!(first, "full-20260102T030405.000Z.001fa2-r99");
+        assert_ne!(first, second);
+        assert!(first < name_b && second < name_b);
+        for name in [&first, &second] {
+            let (time, revision) = name
+                .strip_prefix("full-")
+                .and_then(|rest| rest.rsplit_once("-r"))
+                .expect("shape");
+            assert!(time.chars().all(|c| c.is_ascii_alphanumeric() || c == '.'));
+            assert!(revision.chars().all(|c| c.is_ascii_digit()));
+        }
         assert_eq!(
             metadata_name_for(&format!("{name_a}{SNAPSHOT_SUFFIX}")),
             format!("{name_a}.json")

@@ -15,7 +15,8 @@ use tokio::sync::mpsc;
 
 use super::encryption::{EncryptionKey, Sealer};
 use super::metadata::{
-    BackupMetadata, BackupWriter, ENCRYPTED_SUFFIX, FORMAT, SNAPSHOT_SUFFIX, backup_base_name,
+    BackupMetadata, BackupWriter, ENCRYPTED_SUFFIX, FORMAT, SNAPSHOT_SUFFIX,
+    unique_backup_base_name,
 };
 use super::source::{SnapshotSource, choose_source, ids, open_snapshot};
 use super::verify::SnapshotVerifier;
@@ -94,7 +95,14 @@ pub async fn take_backup(
     let started = Instant::now();
     let started_at = Utc::now();
     let source = choose_source(endpoints, &options.settings).await?;
-    let base = backup_base_name(started_at, source.revision);
+    let mut tag = [0u8; 3];
+    getrandom::fill(&mut tag).map_err(|e| {
+        BackupError::io(
+            "drawing the tag of the backup's name",
+            std::io::Error::other(e.to_string()),
+        )
+    })?;
+    let base = unique_backup_base_name(started_at, source.revision, tag);
     let key = store.encryption();
     let sealed = if key.is_some() { ENCRYPTED_SUFFIX } else { "" };
     let object = format!("{base}{SNAPSHOT_SUFFIX}{sealed}");
