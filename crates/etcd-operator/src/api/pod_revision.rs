@@ -75,7 +75,9 @@ pub const TEMPLATE_HASH_ANNOTATION: &str = "durable-etcd.io/pod-template-hash";
 /// Raised when a release of the operator changes the Pods it builds from the
 /// same spec (a new flag, another probe): members then roll to the new shape.
 /// 2: the `volume-usage` sidecar.
-const POD_SHAPE: u32 = 2;
+/// 3: a startup probe (`/livez` every second), after which the kubelet
+/// probes readiness at once.
+const POD_SHAPE: u32 = 3;
 
 /// The hash of the Pod template a spec asks for: 16 hex digits over the etcd
 /// version, the etcd tuning (with the quota the Pods run with, so a quota

@@ -232,6 +232,11 @@ pub fn etcd_args(
     args
 }
 
+/// How long a member's etcd may take to serve `/livez` after its container
+/// starts before the kubelet restarts it: 30 minutes, far beyond any
+/// start measured (a restart would only begin the start again).
+const STARTUP_PROBE_SECONDS: i32 = 1800;
+
 fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
@@ -484,6 +489,13 @@ pub fn member_pod_with(
                 ..ContainerPort::default()
             },
         ]),
+        // Until etcd answers `/livez` (every second, for up to
+        // [`STARTUP_PROBE_SECONDS`]), neither liveness nor readiness runs;
+        // the kubelet then probes readiness at once, so a new member turns
+        // Ready as soon as it serves, not a readiness period later. A long
+        // start (a large WAL to replay) is not killed by the liveness
+        // probe meanwhile.
+        startup_probe: Some(http_probe("/livez", 1, STARTUP_PROBE_SECONDS)),
         liveness_probe: Some(http_probe("/livez", 10, 6)),
         readiness_probe: Some(http_probe("/readyz", 5, 3)),
         resources: template.resources.clone(),

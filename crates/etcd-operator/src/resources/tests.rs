@@ -107,6 +107,17 @@ fn member_pod_has_stable_dns_guard_and_quorum_free_liveness() {
         liveness.http_get.expect("http").path.as_deref(),
         Some("/livez")
     );
+    // The start is probed every second on the member-local `/livez`
+    // (never on `/readyz`, which needs a quorum: a member waiting for its
+    // peers must not be restarted), for long enough not to kill a slow
+    // start.
+    let startup = etcd.startup_probe.clone().expect("startup");
+    assert_eq!(startup.period_seconds, Some(1));
+    assert!(startup.failure_threshold.unwrap_or_default() >= 600);
+    assert_eq!(
+        startup.http_get.expect("http").path.as_deref(),
+        Some("/livez")
+    );
 }
 
 #[test]
