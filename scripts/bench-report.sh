@@ -386,10 +386,11 @@ operator's zstd settings of full backups, to compare others.
   status first shows that member unhealthy or fewer than 3 ready members,
   when the old Pod object is gone (etcd stopped, the node agent confirmed),
   when the operator's new Pod (same name, new UID) exists, and when it is
-  Ready with the cluster `Available` and 3 ready members again. etcd's
-  readiness probe (`/readyz`, every 5 s) fails its first try, made as the
-  container starts before etcd listens, so a new Pod is Ready about 5 s
-  after it starts: most of the last step is that period.
+  Ready with the cluster `Available` and 3 ready members again. The
+  member's startup probe (`/livez`, every second) passes as soon as etcd
+  serves, and the kubelet then probes readiness (`/readyz`) at once; when
+  that first readiness try fails (the member not yet caught up), the next
+  comes a readiness period (5 s) later.
 - **Idle** and **scale** figures below are those of one operator process;
   divided by the clusters it holds they are its cost per cluster.
 - **Scale** (`benches/operator.rs`, `BENCH_SCALE_CLUSTERS`): the earlier
@@ -479,9 +480,10 @@ operator's zstd settings of full backups, to compare others.
   operator's last operation and the leader in status: what it saw during
   each run's longest gap is listed under the tables. A new Pod's own times
   (created, `Initialized`, etcd's container started, `Ready`) split a
-  member's time down; the API gives them in whole seconds. etcd's
-  readiness probe runs every 5 s, so a member whose etcd is not ready at
-  the first probe is Ready 5 s later.
+  member's time down; the API gives them in whole seconds. Readiness is
+  probed as soon as the startup probe (every second) passes, then every
+  5 s, so a member whose etcd is not ready at that first probe is Ready
+  5 s later.
 - **etcd alone** (rollout): as many etcd 3.6.16 processes on loopback, with
   the operator's heartbeat (100 ms) and election timeout (1 s), a fresh
   cluster per run, the same load through a client on every member. **Leader
