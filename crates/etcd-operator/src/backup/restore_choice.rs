@@ -17,7 +17,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::incremental::{link_segments, list_segments, named_reach, segment_metadata_paths};
+use super::incremental::{linked_chain, named_reach, segment_metadata_paths};
 use super::restore::list_backups;
 use super::{BackupError, BackupMetadata, BackupStore};
 
@@ -93,27 +93,23 @@ pub async fn backup_for_restore(
     let mut bounded = Vec::with_capacity(candidates.len());
     for backup in candidates {
         let paths = segment_metadata_paths(store, &backup.name()).await?;
-        let bound = if paths.is_empty() {
-            Some(backup.revision)
-        } else {
-            named_reach(backup.revision, &paths)
-        };
-        bounded.push((backup, paths.is_empty(), bound.unwrap_or(i64::MAX)));
+        let bound = named_reach(backup.revision, &paths).unwrap_or(i64::MAX);
+        bounded.push((backup, paths, bound));
     }
     let cap = wanted.unwrap_or(i64::MAX);
     bounded.sort_by_key(|(_, _, bound)| std::cmp::Reverse((*bound).min(cap)));
     let mut best: Option<Reach<'_>> = None;
-    for (backup, no_segments, bound) in bounded {
+    for (backup, paths, bound) in bounded {
         if best
             .as_ref()
             .is_some_and(|best| bound.min(cap) < best.last_revision.min(cap))
         {
             break;
         }
-        let last_revision = if no_segments {
+        let last_revision = if paths.is_empty() {
             backup.revision
         } else {
-            linked_reach(store, backup).await?
+            linked_chain(store, backup, paths).await?.last_revision
         };
         let reach = Reach {
             backup,
@@ -123,18 +119,6 @@ pub async fn backup_for_restore(
     }
     best.map(|best| best.backup.clone())
         .ok_or_else(|| BackupError::NotFound(store.url(store.folder())))
-}
-
-/// The last revision `backup`'s segments restore, linked from their
-/// metadata (up to the first hole, corrupt or foreign segment).
-async fn linked_reach(store: &BackupStore, backup: &BackupMetadata) -> Result<i64, BackupError> {
-    let name = backup.name();
-    let listed = list_segments(store, &name)
-        .await?
-        .into_iter()
-        .map(|(path, metadata)| (store.url(&path), metadata))
-        .collect();
-    Ok(link_segments(&name, backup.revision, &backup.cluster_id, listed).last_revision)
 }
 
 #[cfg(test)]

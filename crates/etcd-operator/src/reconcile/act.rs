@@ -538,23 +538,42 @@ where
         + std::fmt::Debug,
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let grace = force.then_some(0);
+    // Already gone: the step's goal holds.
+    delete_unless_gone(&api, name, uid, grace)
+        .await
+        .map(|_| ())
+        .map_err(|source| ActError::Delete {
+            kind: kind_of::<K>(),
+            name: name.to_owned(),
+            source,
+        })
+}
+
+/// Deletes `name`, only the object of `uid` when one is given (a newer
+/// object of that name stays); `true` when it was deleted now, `false`
+/// when it was already gone. `grace_seconds` as `DeleteParams` take it.
+pub(crate) async fn delete_unless_gone<K>(
+    api: &Api<K>,
+    name: &str,
+    uid: Option<String>,
+    grace_seconds: Option<u32>,
+) -> Result<bool, kube::Error>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
     let params = DeleteParams {
         preconditions: uid.map(|uid| Preconditions {
             uid: Some(uid),
             resource_version: None,
         }),
-        grace_period_seconds: force.then_some(0),
+        grace_period_seconds: grace_seconds,
         ..DeleteParams::default()
     };
     match api.delete(name, &params).await {
-        Ok(_) => Ok(()),
-        // Already gone: the step's goal holds.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(ActError::Delete {
-            kind: kind_of::<K>(),
-            name: name.to_owned(),
-            source,
-        }),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(source) => Err(source),
     }
 }
 

@@ -10,10 +10,11 @@
 //! their isolation.
 
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
 use super::FIELD_MANAGER;
+use super::act::delete_unless_gone;
 use super::context::Context;
 use super::error::{ActError, Category, ObserveError};
 use super::watched::Reads;
@@ -181,26 +182,15 @@ async fn make_current(
             tracing::info!(cluster = %cluster.name_any(), %namespace, "NetworkPolicy {name} applied");
         }
         PolicyChange::Delete { uid } => {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid,
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match api.delete(name, &params).await {
-                Ok(_) => {
-                    tracing::info!(cluster = %cluster.name_any(), %namespace, "NetworkPolicy {name} deleted (spec.networkPolicy.enabled is false)");
-                }
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(source) => {
-                    return Err(ActError::Delete {
-                        kind: "NetworkPolicy",
-                        name: name.to_owned(),
-                        source,
-                    }
-                    .into());
-                }
+            let deleted = delete_unless_gone(&api, name, uid, None)
+                .await
+                .map_err(|source| ActError::Delete {
+                    kind: "NetworkPolicy",
+                    name: name.to_owned(),
+                    source,
+                })?;
+            if deleted {
+                tracing::info!(cluster = %cluster.name_any(), %namespace, "NetworkPolicy {name} deleted (spec.networkPolicy.enabled is false)");
             }
         }
     }

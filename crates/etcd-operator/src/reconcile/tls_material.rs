@@ -21,9 +21,10 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
+use super::act::delete_unless_gone;
 use crate::addressing::{MemberAddressing, ca_secret_name};
 use crate::api::identity::CLUSTER_LABEL;
 use crate::api::{
@@ -281,25 +282,15 @@ async fn forget_named_clients(
             tracing::warn!(secret = %secret_name, "not deleting a client certificate Secret this cluster did not write");
             continue;
         }
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: secret.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match secrets.delete(&secret_name, &params).await {
-            Ok(_) => {
-                tracing::info!(secret = %secret_name, "client certificate no longer in spec.tls.clientCertificates: Secret deleted");
-            }
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(TlsMaterialError::Secret {
-                    what: "delete",
-                    name: secret_name,
-                    source,
-                });
-            }
+        let deleted = delete_unless_gone(secrets, &secret_name, secret.metadata.uid, None)
+            .await
+            .map_err(|source| TlsMaterialError::Secret {
+                what: "delete",
+                name: secret_name.clone(),
+                source,
+            })?;
+        if deleted {
+            tracing::info!(secret = %secret_name, "client certificate no longer in spec.tls.clientCertificates: Secret deleted");
         }
     }
     Ok(())

@@ -123,15 +123,14 @@ pub async fn fetch_segments(
     })
 }
 
-/// Every segment metadata object of the chain after `base_name`, in name
-/// (= first revision) order: readable ones as `Ok`, unreadable ones as the
-/// error that makes them corrupt ([`BackupErrorCategory::Corrupt`]); any
-/// other error ends the listing.
-pub async fn list_segments(
+/// The segment metadata objects at `paths` (in name = first revision
+/// order): readable ones as `Ok`, unreadable ones as the error that makes
+/// them corrupt ([`BackupErrorCategory::Corrupt`]); any other error ends
+/// the reading.
+async fn read_segments(
     store: &BackupStore,
-    base_name: &str,
+    paths: Vec<Path>,
 ) -> Result<Vec<(Path, Result<SegmentMetadata, BackupError>)>, BackupError> {
-    let paths = segment_metadata_paths(store, base_name).await?;
     let mut listed = Vec::with_capacity(paths.len());
     for path in paths {
         let metadata = match read_segment_metadata(store, &path).await {
@@ -256,18 +255,34 @@ pub fn link_segments(
     chain
 }
 
+/// The chain after `base` linked from the metadata objects at `paths` (its
+/// [`segment_metadata_paths`]), no segment downloaded: what a restore can
+/// expect of it before [`fetch_segments`] verifies it.
+pub async fn linked_chain(
+    store: &BackupStore,
+    base: &BackupMetadata,
+    paths: Vec<Path>,
+) -> Result<SegmentChain, BackupError> {
+    let listed = read_segments(store, paths)
+        .await?
+        .into_iter()
+        .map(|(path, metadata)| (store.url(&path), metadata))
+        .collect();
+    Ok(link_segments(
+        &base_name(base),
+        base.revision,
+        &base.cluster_id,
+        listed,
+    ))
+}
+
 async fn verified_chain(
     store: &BackupStore,
     base: &BackupMetadata,
     keep_in: Option<&FsPath>,
 ) -> Result<SegmentChain, BackupError> {
-    let name = base_name(base);
-    let listed = list_segments(store, &name)
-        .await?
-        .into_iter()
-        .map(|(path, metadata)| (store.url(&path), metadata))
-        .collect();
-    let linked = link_segments(&name, base.revision, &base.cluster_id, listed);
+    let paths = segment_metadata_paths(store, &base_name(base)).await?;
+    let linked = linked_chain(store, base, paths).await?;
     let mut chain = SegmentChain {
         segments: Vec::with_capacity(linked.segments.len()),
         last_revision: base.revision,

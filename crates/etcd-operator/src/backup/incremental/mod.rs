@@ -36,7 +36,7 @@ pub mod watcher;
 
 pub use chain::{
     ChainGap, FetchedSegments, GapKind, SegmentChain, delete_chain, fetch_segments, link_segments,
-    list_segments, named_reach, segment_chain, segment_metadata_paths,
+    linked_chain, named_reach, segment_chain, segment_metadata_paths,
 };
 pub use format::{EventKind, SegmentContents, SegmentEvent, SegmentLease};
 pub use progress::IncrementalProgress;
