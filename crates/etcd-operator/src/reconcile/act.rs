@@ -7,12 +7,13 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::FIELD_MANAGER;
+use super::delete::delete_unless_gone;
 use super::error::ActError;
 use crate::api::identity::{CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION};
 use crate::etcd::{ConnectSettings, EtcdAdmin, EtcdError, MemberId, format_id};
@@ -548,33 +549,6 @@ where
             name: name.to_owned(),
             source,
         })
-}
-
-/// Deletes `name`, only the object of `uid` when one is given (a newer
-/// object of that name stays); `true` when it was deleted now, `false`
-/// when it was already gone. `grace_seconds` as `DeleteParams` take it.
-pub(crate) async fn delete_unless_gone<K>(
-    api: &Api<K>,
-    name: &str,
-    uid: Option<String>,
-    grace_seconds: Option<u32>,
-) -> Result<bool, kube::Error>
-where
-    K: Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let params = DeleteParams {
-        preconditions: uid.map(|uid| Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        grace_period_seconds: grace_seconds,
-        ..DeleteParams::default()
-    };
-    match api.delete(name, &params).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-        Err(source) => Err(source),
-    }
 }
 
 fn kind_of<K: Resource<DynamicType = ()>>() -> &'static str {

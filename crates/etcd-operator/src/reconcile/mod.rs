@@ -24,6 +24,7 @@ mod act;
 mod backup_health;
 mod context;
 mod controller;
+mod delete;
 mod error;
 pub mod facts;
 mod leadership;

@@ -14,8 +14,8 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
 use super::FIELD_MANAGER;
-use super::act::delete_unless_gone;
 use super::context::Context;
+use super::delete::delete_unless_gone;
 use super::error::{ActError, Category, ObserveError};
 use super::watched::Reads;
 use crate::addressing::network_policy_name;

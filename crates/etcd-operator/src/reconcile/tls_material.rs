@@ -24,7 +24,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
-use super::act::delete_unless_gone;
+use super::delete::delete_unless_gone;
 use crate::addressing::{MemberAddressing, ca_secret_name};
 use crate::api::identity::CLUSTER_LABEL;
 use crate::api::{

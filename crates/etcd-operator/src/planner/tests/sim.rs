@@ -407,17 +407,20 @@ impl Sim {
 
     /// etcd's cluster version: it follows the lowest release the members
     /// run once all run it (the storage version with it); a downgrade ends
-    /// once every member runs its target.
+    /// once every member runs its target. Like etcd's leader, it asks every
+    /// member, learners too, and decides nothing while one does not answer.
     fn settle_versions(&mut self) {
         if !self.has_quorum() {
             return;
         }
         let lines: Vec<crate::planner::Release> = self
-            .voters()
+            .members
+            .iter()
+            .filter(|m| self.member_healthy(m))
             .filter_map(|m| self.pods.get(&m.ordinal))
             .map(|p| release_line(&p.version))
             .collect();
-        if lines.len() != self.voters().count() {
+        if lines.len() != self.members.len() {
             return;
         }
         let Some(lowest) = lines.iter().copied().min() else {
