@@ -91,10 +91,16 @@ fn init_guard_refusal(pod: &Pod) -> Option<Reading> {
         .map(|t| Reading::of_termination_message(t.message.as_deref().unwrap_or_default()))
 }
 
+/// The etcd container's last refusal stands while the container runs again
+/// but has not passed its startup probe: each restart runs the guard first,
+/// which refuses again a moment later, and a refusal that blinked out for
+/// that moment would turn `MajorityDataLost` off and on. Once etcd passes
+/// its startup probe, a later start got past the guard.
 fn etcd_guard_refusal(pod: &Pod) -> Option<Reading> {
     let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
     let etcd = statuses.iter().find(|s| s.name == ETCD_CONTAINER)?;
-    if etcd.state.as_ref().is_some_and(|s| s.running.is_some()) {
+    let running = etcd.state.as_ref().is_some_and(|s| s.running.is_some());
+    if running && etcd.started == Some(true) {
         return None;
     }
     [etcd.state.as_ref(), etcd.last_state.as_ref()]
@@ -473,6 +479,7 @@ mod tests {
                         running: Some(Default::default()),
                         ..Default::default()
                     }),
+                    started: Some(running),
                     last_state: Some(terminated(3, Some(message))),
                     ..Default::default()
                 }]),
@@ -503,8 +510,24 @@ mod tests {
             guard_refusal(&etcd(&restore.termination_message(), false)),
             None
         );
-        // Running again: a later start passed the guard.
+        // Running again and past its startup probe: a later start passed
+        // the guard.
         assert_eq!(guard_refusal(&etcd(&refused, true)), None);
+        // Running again, not yet started: the guard runs again and the
+        // last refusal stands.
+        let mut rerun = etcd(&refused, true);
+        if let Some(status) = rerun
+            .status
+            .as_mut()
+            .and_then(|s| s.container_statuses.as_mut())
+            .and_then(|c| c.first_mut())
+        {
+            status.started = Some(false);
+        }
+        assert_eq!(
+            guard_refusal(&rerun).and_then(|r| r.kind),
+            Some(crate::pod_contract::Refusal::DataLost)
+        );
     }
 
     #[test]
