@@ -1,6 +1,9 @@
 //! End to end on the lab: the CA of a running 3-member TLS cluster
-//! replaced (annotation `durable-etcd.io/rotate-ca`) under a continuous
-//! writer.
+//! replaced twice under one continuous writer: first by the operator
+//! itself, because the CA has passed two-thirds of its life (a CA Secret
+//! made before the cluster, eight years into a ten-year CA, with
+//! `caRotation: Manual` until the writer runs, then `Automatic`), then on a
+//! person's request (annotation `durable-etcd.io/rotate-ca`).
 //!
 //! The writer is a client as users run one: it reads the user client
 //! Secret `<cluster>-client-tls` (as a Pod mounting it would), builds a
@@ -10,14 +13,17 @@
 //! certificate from it, then retires the old one, restarting the members
 //! one at a time after each step.
 //!
-//! Checked: the rotation completes (`status.tls.caRotatedFor`), each step
-//! only once every member runs the last (the member Pods' template
-//! changes three times, one member at a time); no write fails for good;
-//! no member refuses a client's or a peer's certificate meanwhile (their
-//! etcd logs: a refusal shows on the refusing side, the client only sees
-//! its connection closed); every acknowledged write is there; the cluster ID and member IDs are unchanged; the members serve
-//! certificates of the new CA, which a client trusting only the old CA
-//! refuses; a client with the old certificate is refused.
+//! Checked: nothing rotates while the policy is `Manual`; each rotation
+//! completes (`status.tls.caRotatedFor`: `automatic-<serial of the aged
+//! CA>`, then the annotation's value), each step only once every member
+//! runs the last (the member Pods' template changes three times per
+//! rotation, one member at a time); no write fails for good; no member
+//! refuses a client's or a peer's certificate meanwhile (their etcd logs:
+//! a refusal shows on the refusing side, the client only sees its
+//! connection closed); every acknowledged write is there; the cluster ID
+//! and member IDs are unchanged; the members serve certificates of the
+//! newest CA, which a client trusting only an older CA refuses; a client
+//! with an older certificate is refused.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
@@ -26,8 +32,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use etcd_client::Client;
+use std::collections::BTreeMap;
+
 use etcd_operator::api::EtcdCluster;
+use etcd_operator::tls::{CertificateAuthority, DEFAULT_CA_LIFETIME};
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
 use serde_json::json;
 use test_kit::TestResult;
 use test_kit::e2e::{Harness, cluster_spec_with, keys_under};
@@ -214,36 +225,31 @@ async fn member_ids(client: &mut Client) -> TestResult<(u64, BTreeSet<u64>)> {
     Ok((cluster, members.members().iter().map(|m| m.id()).collect()))
 }
 
-async fn scenario(h: &mut Harness) -> TestResult {
-    h.create_available(
-        CLUSTER,
-        cluster_spec_with(3, "lab-network", json!({ "tls": { "builtIn": {} } })),
-        Duration::from_secs(180),
-    )
-    .await?;
-    let before = client_material(h, CLUSTER).await?;
-    let mut old_user =
-        tls_client(h, CLUSTER, &before.ca, Some((&before.cert, &before.key))).await?;
-    let identity = member_ids(&mut old_user).await?;
-
-    let stop = Arc::new(AtomicBool::new(false));
-    let written = Arc::new(AtomicUsize::new(0));
-    let user = UserSide {
-        secrets: Api::namespaced(h.client.clone(), &h.namespace),
-        pods: h.pods.clone(),
-        server_name: client_service_name(h, CLUSTER),
+/// Whether the PEM bundle `bundle` holds the certificate `ca` (PEM).
+fn trusts(bundle: &str, ca: &str) -> bool {
+    let body = |pem: &str| -> String {
+        pem.lines()
+            .filter(|line| !line.starts_with("-----"))
+            .collect::<String>()
     };
-    let writer = tokio::spawn(write_as_a_user(user, stop.clone(), written.clone()));
-    wait_for(
-        "the writer's first writes",
-        Duration::from_secs(30),
-        || async { Ok(written.load(Ordering::Relaxed) >= 20) },
-    )
-    .await?;
+    bundle
+        .split_inclusive("-----END CERTIFICATE-----")
+        .any(|block| body(block) == body(ca))
+}
 
-    let clusters: Api<EtcdCluster> = Api::namespaced(h.client.clone(), &h.namespace);
-    h.annotate_cluster(CLUSTER, "durable-etcd.io/rotate-ca", "e2e-rotation")
-        .await?;
+/// A CA eight years into its ten years: past its renewal point.
+fn aged_ca() -> TestResult<CertificateAuthority> {
+    let born = chrono::Utc::now() - chrono::TimeDelta::days(8 * 365);
+    Ok(CertificateAuthority::generate(
+        "rotating etcd CA (aged)",
+        DEFAULT_CA_LIFETIME,
+        born,
+    )?)
+}
+
+/// Waits until the rotation of `request` is done; returns the Pod
+/// templates seen meanwhile.
+async fn rotation_done(clusters: &Api<EtcdCluster>, request: &str) -> TestResult<BTreeSet<String>> {
     let started = Instant::now();
     let mut steps_seen: Vec<String> = Vec::new();
     let mut templates = BTreeSet::new();
@@ -259,24 +265,131 @@ async fn scenario(h: &mut Harness) -> TestResult {
                 .map_or("(restarts onto the new CA alone)".to_string(), |s| {
                     s.to_string()
                 });
-            if steps_seen.last() != Some(&step) {
-                eprintln!("{:?}: next {step}", started.elapsed());
-                steps_seen.push(step);
+            let seen = format!("{}: {step}", rotation.requested_for);
+            if steps_seen.last() != Some(&seen) {
+                eprintln!("{:?}: next {seen}", started.elapsed());
+                steps_seen.push(seen);
             }
         }
-        if tls.ca_rotated_for.as_deref() == Some("e2e-rotation") {
+        if tls.ca_rotated_for.as_deref() == Some(request) {
             break;
         }
         if started.elapsed() > Duration::from_secs(600) {
-            return Err(format!("the CA rotation did not complete in 600 s: {tls:?}").into());
+            return Err(
+                format!("the CA rotation {request} did not complete in 600 s: {tls:?}").into(),
+            );
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     eprintln!(
-        "CA rotated in {:?}; steps seen pending: {steps_seen:?}; Pod templates: {}",
+        "CA rotation {request} done in {:?}; steps seen pending: {steps_seen:?}; Pod templates: {}",
         started.elapsed(),
         templates.len()
     );
+    Ok(templates)
+}
+
+async fn scenario(h: &mut Harness) -> TestResult {
+    // The cluster's CA, made before it: eight years into ten.
+    let aged = aged_ca()?;
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.namespace);
+    let ca_secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(format!("{CLUSTER}-ca")),
+            ..ObjectMeta::default()
+        },
+        string_data: Some(BTreeMap::from([
+            ("ca.crt".to_string(), aged.cert_pem().to_string()),
+            ("ca.key".to_string(), aged.key_pem().to_string()),
+        ])),
+        ..Secret::default()
+    };
+    secrets.create(&PostParams::default(), &ca_secret).await?;
+    h.create_available(
+        CLUSTER,
+        cluster_spec_with(
+            3,
+            "lab-network",
+            json!({ "tls": { "builtIn": { "caRotation": "Manual" } } }),
+        ),
+        Duration::from_secs(180),
+    )
+    .await?;
+    let before = client_material(h, CLUSTER).await?;
+    assert!(
+        trusts(&before.ca, aged.cert_pem()),
+        "the cluster trusts the CA made before it"
+    );
+    let mut old_user =
+        tls_client(h, CLUSTER, &before.ca, Some((&before.cert, &before.key))).await?;
+    let identity = member_ids(&mut old_user).await?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicUsize::new(0));
+    let user = UserSide {
+        secrets: secrets.clone(),
+        pods: h.pods.clone(),
+        server_name: client_service_name(h, CLUSTER),
+    };
+    let writer = tokio::spawn(write_as_a_user(user, stop.clone(), written.clone()));
+    wait_for(
+        "the writer's first writes",
+        Duration::from_secs(30),
+        || async { Ok(written.load(Ordering::Relaxed) >= 20) },
+    )
+    .await?;
+
+    // Under `Manual`, the aged CA is left alone.
+    let clusters: Api<EtcdCluster> = Api::namespaced(h.client.clone(), &h.namespace);
+    let tls = clusters
+        .get(CLUSTER)
+        .await?
+        .status
+        .unwrap_or_default()
+        .tls
+        .unwrap_or_default();
+    assert!(
+        tls.ca_rotation.is_none() && tls.ca_rotated_for.is_none(),
+        "no rotation under caRotation: Manual: {tls:?}"
+    );
+
+    // `Automatic`: the operator rotates the aged CA by itself.
+    h.patch_spec(
+        CLUSTER,
+        json!({ "tls": { "builtIn": { "caRotation": "Automatic" } } }),
+    )
+    .await?;
+    let automatic = format!("automatic-{}", aged.facts().serial);
+    let mut templates = rotation_done(&clusters, &automatic).await?;
+    h.wait_available(CLUSTER, 3, Duration::from_secs(180))
+        .await?;
+    let middle = client_material(h, CLUSTER).await?;
+    assert!(
+        !trusts(&middle.ca, aged.cert_pem()),
+        "the aged CA is no longer trusted"
+    );
+    let ca_not_after = clusters
+        .get(CLUSTER)
+        .await?
+        .status
+        .and_then(|s| s.tls)
+        .and_then(|t| t.ca_not_after)
+        .ok_or("no status.tls.caNotAfter")?;
+    let years_left = ca_not_after
+        .0
+        .duration_since(k8s_openapi::jiff::Timestamp::now())
+        .as_secs()
+        / (365 * 24 * 3600);
+    assert!(
+        years_left >= 9,
+        "the new CA is young: {years_left} years left ({ca_not_after:?})"
+    );
+    let automatic_templates = templates.len();
+
+    // A person asks for another rotation.
+    h.annotate_cluster(CLUSTER, "durable-etcd.io/rotate-ca", "e2e-rotation")
+        .await?;
+    templates.extend(rotation_done(&clusters, "e2e-rotation").await?);
     h.wait_available(CLUSTER, 3, Duration::from_secs(180))
         .await?;
     // Let the writer pass the last restart, then stop it.
@@ -295,7 +408,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
 
     // The members serve certificates of the new CA only.
     let after = client_material(h, CLUSTER).await?;
-    assert_ne!(after.ca, before.ca, "the trust bundle changed");
+    assert_ne!(after.ca, middle.ca, "the trust bundle changed");
     let ips: Vec<IpAddr> = h
         .member_ips(CLUSTER)
         .await?
@@ -305,7 +418,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
     let name = client_service_name(h, CLUSTER);
     for ip in &ips {
         let address = SocketAddr::new(*ip, 2379);
-        let (new_ca, old_ca, name) = (after.ca.clone(), before.ca.clone(), name.clone());
+        let (new_ca, old_ca, name) = (after.ca.clone(), middle.ca.clone(), name.clone());
         let (with_new, with_old) = tokio::task::spawn_blocking(move || {
             (
                 served_certificate(address, &name, &new_ca).is_ok(),
@@ -319,16 +432,18 @@ async fn scenario(h: &mut Harness) -> TestResult {
             "{ip}'s certificate is not trusted by the old CA alone"
         );
     }
-    // The old certificate no longer opens the door; the new one does.
-    let accepted = match tls_client(h, CLUSTER, &after.ca, Some((&before.cert, &before.key))).await
-    {
-        Ok(mut old) => old
-            .put(format!("{PREFIX}old-certificate"), "x", None)
-            .await
-            .is_ok(),
-        Err(_) => false,
-    };
-    assert!(!accepted, "a certificate of the retired CA was accepted");
+    // The older certificates no longer open the door; the new one does.
+    for older in [&before, &middle] {
+        let accepted =
+            match tls_client(h, CLUSTER, &after.ca, Some((&older.cert, &older.key))).await {
+                Ok(mut old) => old
+                    .put(format!("{PREFIX}old-certificate"), "x", None)
+                    .await
+                    .is_ok(),
+                Err(_) => false,
+            };
+        assert!(!accepted, "a certificate of a retired CA was accepted");
+    }
     let mut new_user = tls_client(h, CLUSTER, &after.ca, Some((&after.cert, &after.key))).await?;
     assert_eq!(
         member_ids(&mut new_user).await?,
@@ -365,12 +480,12 @@ async fn scenario(h: &mut Harness) -> TestResult {
         "the writer wrote throughout"
     );
     assert!(
-        counts.reloads >= 2,
+        counts.reloads >= 4,
         "the client Secret changed under the writer"
     );
     assert!(
-        templates.len() >= 4,
-        "the members restarted after each of the three steps: {templates:?}"
+        automatic_templates >= 4 && templates.len() >= 7,
+        "the members restarted after each of the three steps of both rotations: {templates:?}"
     );
     Ok(())
 }

@@ -27,9 +27,15 @@ pub const ROTATE_CA_ANNOTATION: &str = "durable-etcd.io/rotate-ca";
 /// whose rotation is in progress.
 pub const CA_ROTATION_FOR_ANNOTATION: &str = "durable-etcd.io/ca-rotation-for";
 
-/// Annotation of the CA Secret: the value of [`ROTATE_CA_ANNOTATION`]
-/// whose rotation is done.
+/// Annotation of the CA Secret: the request whose rotation is done (the
+/// value of [`ROTATE_CA_ANNOTATION`], or `automatic-<serial>` for one the
+/// operator started by itself).
 pub const CA_ROTATED_FOR_ANNOTATION: &str = "durable-etcd.io/ca-rotated-for";
+
+/// Annotation of the CA Secret: the last value of [`ROTATE_CA_ANNOTATION`]
+/// a rotation was started for, so that an automatic rotation done since
+/// does not make the same request new again.
+pub const CA_ROTATION_ASKED_FOR_ANNOTATION: &str = "durable-etcd.io/ca-rotation-asked-for";
 
 /// Annotation of the CA Secret: the names of
 /// `spec.tls.clientCertificates` whose Secrets exist (comma-separated), so
@@ -93,7 +99,43 @@ pub struct NamedClientCertificate {
 /// The built-in issuer. Certificates are ECDSA P-256; leaves live 90 days
 /// and are renewed in place at two-thirds of their life (etcd reads its
 /// certificate files at every handshake, so no restart is needed); the CA
-/// lives 10 years.
+/// lives 10 years and is rotated at two-thirds of its life (see
+/// `caRotation`).
+///
+/// A Secret `<cluster>-ca` made before the cluster (`ca.crt`: a CA
+/// certificate, `ca.key`: its PKCS#8 private key) is used as the cluster's
+/// CA instead of a generated one.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct BuiltInIssuer {}
+pub struct BuiltInIssuer {
+    /// Who starts a rotation of the CA. `Automatic` (the default): the
+    /// operator starts one by itself once the CA has passed two-thirds of
+    /// its life (about 6 years 8 months into a generated CA), with the
+    /// same three rolling steps as a rotation asked for with the
+    /// annotation `durable-etcd.io/rotate-ca`; its request is named
+    /// `automatic-<serial of the CA replaced>` in `status.tls`. `Manual`:
+    /// only the annotation starts one; `Degraded` and a Warning Event say
+    /// when the CA has less than 90 days left.
+    #[serde(default, skip_serializing_if = "CaRotationPolicy::is_automatic")]
+    pub ca_rotation: CaRotationPolicy,
+}
+
+/// Who starts a rotation of a cluster's CA (`spec.tls.builtIn.caRotation`).
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq,
+)]
+pub enum CaRotationPolicy {
+    /// The operator, at two-thirds of the CA's life, or a person with the
+    /// annotation.
+    #[default]
+    Automatic,
+    /// Only a person, with the annotation.
+    Manual,
+}
+
+impl CaRotationPolicy {
+    /// Whether it is [`CaRotationPolicy::Automatic`].
+    pub fn is_automatic(&self) -> bool {
+        *self == Self::Automatic
+    }
+}

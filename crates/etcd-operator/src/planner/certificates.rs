@@ -21,8 +21,9 @@ pub const EXPIRING_REASON: &str = "CertificatesExpiring";
 
 /// A leaf certificate this close to expiring is reported.
 pub const LEAF_EXPIRY_WARNING: SignedDuration = SignedDuration::from_hours(7 * 24);
-/// The CA this close to expiring is reported (it is never replaced by
-/// itself: a person rotates it).
+/// The CA this close to expiring is reported: under the `Automatic`
+/// policy it was due for rotation years before, so a CA this old means
+/// rotations are left to a person (`Manual`) or keep failing.
 pub const CA_EXPIRY_WARNING: SignedDuration = SignedDuration::from_hours(90 * 24);
 
 /// One sentence per certificate of cluster `name` that expires soon or

@@ -28,9 +28,9 @@ use super::delete::delete_unless_gone;
 use crate::addressing::{MemberAddressing, ca_secret_name};
 use crate::api::identity::CLUSTER_LABEL;
 use crate::api::{
-    CA_ROTATED_FOR_ANNOTATION, CA_ROTATION_FOR_ANNOTATION, CaRotationStatus, CertificateStatus,
-    EtcdCluster, NAMED_CLIENT_CERTIFICATES_ANNOTATION, RENEW_CERTIFICATES_ANNOTATION,
-    RENEWED_FOR_ANNOTATION, ROTATE_CA_ANNOTATION, TlsStatus,
+    CA_ROTATED_FOR_ANNOTATION, CA_ROTATION_ASKED_FOR_ANNOTATION, CA_ROTATION_FOR_ANNOTATION,
+    CaRotationStatus, CertificateStatus, EtcdCluster, NAMED_CLIENT_CERTIFICATES_ANNOTATION,
+    RENEW_CERTIFICATES_ANNOTATION, RENEWED_FOR_ANNOTATION, ROTATE_CA_ANNOTATION, TlsStatus,
 };
 use crate::controller_kit::Category;
 use crate::etcd::ClientTls;
@@ -41,8 +41,9 @@ use crate::resources::tls::{
     server_name,
 };
 use crate::tls::{
-    CaRotationStep, CaSet, CertificateAuthority, LeafRequest, RenewalDecision, RenewalPolicy,
-    RotationError, TlsError, read_certificate, renewal_of,
+    AUTOMATIC_REQUEST_PREFIX, CaRotationStep, CaSet, CertificateAuthority, LeafRequest,
+    RenewalDecision, RenewalPolicy, RotationError, TlsError, automatic_request, read_certificate,
+    renewal_of,
 };
 
 /// The certificates could not be read, issued or stored.
@@ -168,12 +169,13 @@ pub async fn ensure(
             tracing::info!(secret = %ca_secret, request = %value, "every certificate renewed as asked");
             Some(value)
         }
-        _ => records.renewed_for,
+        _ => records.renewed_for.clone(),
     };
     let rotation = match cas.step_in_progress() {
         Some(step) => Some((step, records.rotation_for.unwrap_or_default())),
         None => requested(ROTATE_CA_ANNOTATION)
-            .filter(|value| Some(value) != records.rotated_for.as_ref())
+            .filter(|value| !records.rotation_taken_for(value))
+            .or_else(|| automatic_rotation(cluster, &cas))
             .map(|value| (CaRotationStep::TrustNewCa, value)),
     };
     let status = TlsStatus {
@@ -201,6 +203,22 @@ pub async fn ensure(
             rotation,
         },
     }))
+}
+
+/// The request of a rotation the operator starts by itself: the CA is
+/// past its renewal point and the cluster leaves rotations to the
+/// operator (`spec.tls.builtIn.caRotation`).
+fn automatic_rotation(cluster: &EtcdCluster, cas: &CaSet) -> Option<String> {
+    let policy = cluster
+        .spec
+        .tls
+        .as_ref()
+        .map(|tls| tls.built_in.ca_rotation)
+        .unwrap_or_default();
+    if !policy.is_automatic() {
+        return None;
+    }
+    automatic_request(cas.signer.facts(), Utc::now())
 }
 
 /// A certificate time as a status time.
@@ -305,17 +323,28 @@ struct CaRecords {
     rotation_for: Option<String>,
     /// The CA rotation request done.
     rotated_for: Option<String>,
+    /// The last annotation value a rotation was started for.
+    asked_for: Option<String>,
     /// The named client certificates issued.
     named_clients: Vec<String>,
 }
 
 impl CaRecords {
+    /// Whether a rotation was already started for the annotation value
+    /// `value` (done, or in progress).
+    fn rotation_taken_for(&self, value: &str) -> bool {
+        [&self.rotated_for, &self.asked_for, &self.rotation_for]
+            .into_iter()
+            .any(|record| record.as_deref() == Some(value))
+    }
+
     fn of(secret: &Secret) -> Self {
         let annotation = |key: &str| secret.annotations().get(key).cloned();
         Self {
             renewed_for: annotation(RENEWED_FOR_ANNOTATION),
             rotation_for: annotation(CA_ROTATION_FOR_ANNOTATION),
             rotated_for: annotation(CA_ROTATED_FOR_ANNOTATION),
+            asked_for: annotation(CA_ROTATION_ASKED_FOR_ANNOTATION),
             named_clients: annotation(NAMED_CLIENT_CERTIFICATES_ANNOTATION)
                 .map(|names| {
                     names
@@ -417,6 +446,8 @@ pub async fn advance_ca_rotation(
         .await?
         .ok_or_else(|| TlsMaterialError::Missing(format!("Secret {namespace}/{name} is gone")))?;
     let cas = ca_set_of(&secret).map_err(certificate)?;
+    // A rotation the operator started by itself names the CA it replaces.
+    let automatic = request == format!("{AUTOMATIC_REQUEST_PREFIX}{}", cas.signer.facts().serial);
     let advanced = cas
         .advance(step, || new_ca(cluster))
         .map_err(|error| match error {
@@ -437,17 +468,12 @@ pub async fn advance_ca_rotation(
         put(RETIRING_CA_KEY, retiring);
     }
     secret.data = Some(data);
-    let annotations = secret.metadata.annotations.get_or_insert_default();
-    match step {
-        CaRotationStep::TrustNewCa => {
-            annotations.insert(CA_ROTATION_FOR_ANNOTATION.to_string(), request.to_string());
-        }
-        CaRotationStep::SignWithNewCa => {}
-        CaRotationStep::RetireOldCa => {
-            annotations.remove(CA_ROTATION_FOR_ANNOTATION);
-            annotations.insert(CA_ROTATED_FOR_ANNOTATION.to_string(), request.to_string());
-        }
-    }
+    record_rotation_step(
+        secret.metadata.annotations.get_or_insert_default(),
+        step,
+        request,
+        automatic,
+    );
     // Replaced over the version read: a concurrent change makes this fail.
     secrets
         .replace(&name, &PostParams::default(), &secret)
@@ -467,6 +493,42 @@ pub async fn advance_ca_rotation(
         "{} in Secret {name} (signing CA: {signer:?})",
         step.describe()
     ))
+}
+
+/// Records a CA rotation step in the CA Secret's annotations: the request
+/// in progress, the person's last request taken (an automatic rotation
+/// keeps it, so it never counts as new again) and the request done.
+fn record_rotation_step(
+    annotations: &mut BTreeMap<String, String>,
+    step: CaRotationStep,
+    request: &str,
+    automatic: bool,
+) {
+    match step {
+        CaRotationStep::TrustNewCa => {
+            if automatic {
+                // A CA Secret from before this record names the person's
+                // last request only as the one done.
+                if let Some(done) = annotations.get(CA_ROTATED_FOR_ANNOTATION).cloned()
+                    && !annotations.contains_key(CA_ROTATION_ASKED_FOR_ANNOTATION)
+                    && !done.starts_with(AUTOMATIC_REQUEST_PREFIX)
+                {
+                    annotations.insert(CA_ROTATION_ASKED_FOR_ANNOTATION.to_string(), done);
+                }
+            } else {
+                annotations.insert(
+                    CA_ROTATION_ASKED_FOR_ANNOTATION.to_string(),
+                    request.to_string(),
+                );
+            }
+            annotations.insert(CA_ROTATION_FOR_ANNOTATION.to_string(), request.to_string());
+        }
+        CaRotationStep::SignWithNewCa => {}
+        CaRotationStep::RetireOldCa => {
+            annotations.remove(CA_ROTATION_FOR_ANNOTATION);
+            annotations.insert(CA_ROTATED_FOR_ANNOTATION.to_string(), request.to_string());
+        }
+    }
 }
 
 /// What issuing a leaf needs.
@@ -610,4 +672,50 @@ pub async fn read_operator_tls(
         text(&secret, CERT_KEY),
         text(&secret, KEY_KEY),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records(annotations: &BTreeMap<String, String>) -> CaRecords {
+        let mut secret = Secret::default();
+        secret.metadata.annotations = Some(annotations.clone());
+        CaRecords::of(&secret)
+    }
+
+    fn rotate(annotations: &mut BTreeMap<String, String>, request: &str, automatic: bool) {
+        for step in [
+            CaRotationStep::TrustNewCa,
+            CaRotationStep::SignWithNewCa,
+            CaRotationStep::RetireOldCa,
+        ] {
+            record_rotation_step(annotations, step, request, automatic);
+            assert!(records(annotations).rotation_taken_for(request));
+        }
+    }
+
+    #[test]
+    fn a_persons_request_stays_taken_through_later_automatic_rotations() {
+        let mut annotations = BTreeMap::new();
+        assert!(!records(&annotations).rotation_taken_for("2026-12"));
+        rotate(&mut annotations, "2026-12", false);
+        rotate(&mut annotations, "automatic-0a1b", true);
+        let now = records(&annotations);
+        assert_eq!(now.rotated_for.as_deref(), Some("automatic-0a1b"));
+        assert!(now.rotation_taken_for("2026-12"), "not asked for again");
+        assert!(!now.rotation_taken_for("2027-01"), "a new value is new");
+        rotate(&mut annotations, "2027-01", false);
+        assert!(records(&annotations).rotation_taken_for("2027-01"));
+        assert!(!records(&annotations).rotation_taken_for("2026-12"));
+    }
+
+    #[test]
+    fn a_ca_secret_from_before_the_record_keeps_its_request_done() {
+        // Written by an operator that recorded only the request done.
+        let mut annotations =
+            BTreeMap::from([(CA_ROTATED_FOR_ANNOTATION.to_string(), "2025-06".to_string())]);
+        rotate(&mut annotations, "automatic-0a1b", true);
+        assert!(records(&annotations).rotation_taken_for("2025-06"));
+    }
 }

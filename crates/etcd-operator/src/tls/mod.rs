@@ -49,7 +49,9 @@ pub use renewal::{
     DEFAULT_CA_LIFETIME, DEFAULT_LEAF_LIFETIME, DEFAULT_RENEW_AT, RenewalDecision, RenewalPolicy,
     RenewalReason, renewal, renewal_of,
 };
-pub use rotation::{CaRotationStep, CaSet, RotationError};
+pub use rotation::{
+    AUTOMATIC_REQUEST_PREFIX, CaRotationStep, CaSet, RotationError, automatic_request,
+};
 pub use validity::CLOCK_SKEW_BACKDATE;
 
 /// Why a certificate could not be issued, read or checked.

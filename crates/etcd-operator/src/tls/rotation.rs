@@ -27,7 +27,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::{CertificateAuthority, TlsError, trust_bundle};
+use chrono::{DateTime, Utc};
+
+use super::facts::CertificateFacts;
+use super::{CertificateAuthority, RenewalPolicy, TlsError, trust_bundle};
 
 /// One step of a CA rotation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -173,6 +176,20 @@ impl CaSet {
     }
 }
 
+/// The prefix of the request value of a rotation the operator starts by
+/// itself; the rest is the serial number of the CA it replaces.
+pub const AUTOMATIC_REQUEST_PREFIX: &str = "automatic-";
+
+/// The request of the rotation the operator starts by itself for the CA
+/// `ca` describes, once `now` has passed the CA's renewal point (two thirds
+/// of its validity, [`RenewalPolicy::CA`]); `None` before. The value names
+/// the CA replaced, so a finished rotation (whose new CA is young) is
+/// never asked for again.
+pub fn automatic_request(ca: &CertificateFacts, now: DateTime<Utc>) -> Option<String> {
+    (now >= RenewalPolicy::CA.renewal_point(ca))
+        .then(|| format!("{AUTOMATIC_REQUEST_PREFIX}{}", ca.serial))
+}
+
 /// A rotation step could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum RotationError {
@@ -192,8 +209,8 @@ pub enum RotationError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::{RenewalPolicy, read_bundle};
-    use chrono::{TimeZone as _, Utc};
+    use crate::tls::read_bundle;
+    use chrono::{TimeDelta, TimeZone as _};
 
     fn ca(name: &str) -> CertificateAuthority {
         let now = Utc
@@ -292,5 +309,35 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn the_operator_asks_for_a_rotation_once_the_ca_is_two_thirds_through_its_life() {
+        let ca = ca("old");
+        let facts = ca.facts();
+        let born = Utc
+            .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+            .single()
+            .expect("time");
+        let due = RenewalPolicy::CA.renewal_point(facts);
+        // About 6 years 8 months into a 10-year CA.
+        assert!(due > born + TimeDelta::days(6 * 365) && due < born + TimeDelta::days(7 * 365));
+        assert_eq!(automatic_request(facts, born + TimeDelta::days(365)), None);
+        assert_eq!(automatic_request(facts, due - TimeDelta::seconds(1)), None);
+        let asked = automatic_request(facts, due).expect("due");
+        assert_eq!(asked, format!("automatic-{}", facts.serial));
+        // Past expiry it is still asked for (and the same request).
+        assert_eq!(
+            automatic_request(facts, facts.not_after + TimeDelta::days(1)),
+            Some(asked.clone())
+        );
+        // The CA that replaces it is young: nothing is asked for.
+        let next =
+            CertificateAuthority::generate("new", RenewalPolicy::CA.lifetime, due).expect("CA");
+        assert_eq!(automatic_request(next.facts(), due), None);
+        assert_ne!(
+            automatic_request(next.facts(), due + TimeDelta::days(3650)),
+            Some(asked)
+        );
     }
 }
