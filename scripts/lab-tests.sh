@@ -42,7 +42,7 @@ expected_seconds() {
 	e2e_node_out_of_service) echo 72 ;;
 	e2e_volume_loss) echo 66 ;;
 	e2e_tls_migration) echo 255 ;;
-	e2e_ca_rotation) echo 180 ;;
+	e2e_ca_rotation) echo 330 ;;
 	e2e_tls) echo 120 ;;
 	e2e_network_policy) echo 90 ;;
 	e2e_helm) echo 120 ;;
@@ -55,6 +55,7 @@ expected_seconds() {
 	e2e_admission) echo 7 ;;
 	container_in_pod_netns) echo 3 ;;
 	pod_address_reuse) echo 2 ;;
+	grpc_probe) echo 3 ;;
 	*) echo 200 ;;
 	esac
 }

@@ -1,8 +1,10 @@
 //! Probes executed for real: exec (a process in the container's view, via
 //! the runner), httpGet (HTTP, or HTTPS with a TLS handshake that, like
 //! the kubelet's, does not verify the server's certificate) and tcpSocket
-//! against the pod IP (as the kubelet does from its node), grpc as a TCP
-//! check (see `grpc_as_tcp`).
+//! against the pod IP (as the kubelet does from its node), and grpc with
+//! the standard health service over plaintext HTTP/2 ([`grpc`]).
+
+pub mod grpc;
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -37,6 +39,8 @@ pub enum ProbeFailure {
     HttpStatus(u16),
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("gRPC health check: {0}")]
+    Grpc(String),
     #[error("exec probe without command")]
     NoCommand,
     #[error("exec probe spec: {0}")]
@@ -222,8 +226,10 @@ pub async fn probe_once(target: &ProbeTarget, probe: &Probe) -> Result<(), Probe
         let port = resolve_port(&target.container, &tcp.port)?;
         return tcp_probe(&host(tcp.host.as_ref()), port).await;
     }
-    if let Some(grpc) = &probe.grpc {
-        return grpc_as_tcp(&target.pod_ip.to_string(), grpc.port).await;
+    if let Some(probe) = &probe.grpc {
+        let port = u16::try_from(probe.port).map_err(|_| ProbeFailure::InvalidPort(probe.port))?;
+        let service = probe.service.as_deref().unwrap_or_default();
+        return grpc::health_check(&target.pod_ip.to_string(), port, service).await;
     }
     Err(ProbeFailure::NoHandler)
 }
@@ -233,12 +239,6 @@ async fn tcp_probe(host: &str, port: u16) -> Result<(), ProbeFailure> {
         .await
         .context(|| format!("dial tcp {host}:{port}"))?;
     Ok(())
-}
-
-/// A gRPC health probe reduced to a TCP connect: the lab has no gRPC client.
-async fn grpc_as_tcp(host: &str, port: i32) -> Result<(), ProbeFailure> {
-    let port = u16::try_from(port).map_err(|_| ProbeFailure::InvalidPort(port))?;
-    tcp_probe(host, port).await
 }
 
 async fn http_probe(
