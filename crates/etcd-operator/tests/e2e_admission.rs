@@ -357,7 +357,19 @@ fn catalogue() -> Vec<Invalid> {
     let size = |s: Value| cluster(json!({ "storage": { "size": s } }));
     let long = format!("a{}", "b".repeat(56));
     let network_policy = |n: Value| cluster(json!({ "networkPolicy": n }));
+    let cert_manager = json!({ "issuerRef": { "name": "etcd-ca", "kind": "ClusterIssuer" } });
     vec![
+        // EtcdCluster: one issuer.
+        invalid(
+            Cluster,
+            cluster(json!({ "tls": { "certManager": cert_manager, "builtIn": {} } })),
+            "tls.certManager and tls.builtIn are two issuers: set one",
+        ),
+        invalid(
+            Cluster,
+            cluster(json!({ "tls": { "certManager": cert_manager, "disabled": true } })),
+            "tls.certManager issues TLS certificates: it cannot go with tls.disabled",
+        ),
         // EtcdCluster: the NetworkPolicy's peers.
         invalid(
             Cluster,
@@ -892,6 +904,11 @@ fn accepted() -> Vec<(Kind, String, Value)> {
         ),
         (
             Cluster,
+            "issued".into(),
+            cluster(json!({ "tls": { "certManager": { "issuerRef": { "name": "etcd-ca" } } } })),
+        ),
+        (
+            Cluster,
             "isolated".into(),
             cluster(json!({ "networkPolicy": {
                 "clientsFrom": [
@@ -1100,6 +1117,36 @@ fn transitions() -> Vec<Transition> {
             name: "secure",
             spec: cluster(json!({ "tls": { "builtIn": {} } })),
             change: json!({ "tls": null }),
+            message: None,
+        },
+        // The issuer is chosen at creation.
+        Transition {
+            kind: Cluster,
+            name: "issued",
+            spec: cluster(
+                json!({ "tls": { "certManager": { "issuerRef": { "name": "etcd-ca" } } } }),
+            ),
+            change: json!({ "tls": { "certManager": { "issuerRef": { "name": "another-ca" } } } }),
+            message: Some(
+                "spec.tls.certManager is set when the cluster is created and does not change",
+            ),
+        },
+        Transition {
+            kind: Cluster,
+            name: "secure",
+            spec: cluster(json!({ "tls": { "builtIn": {} } })),
+            change: json!({ "tls": { "builtIn": null, "certManager": { "issuerRef": { "name": "etcd-ca" } } } }),
+            message: Some(
+                "spec.tls.certManager is set when the cluster is created and does not change",
+            ),
+        },
+        Transition {
+            kind: Cluster,
+            name: "issued",
+            spec: cluster(
+                json!({ "tls": { "certManager": { "issuerRef": { "name": "etcd-ca" } } } }),
+            ),
+            change: json!({ "tls": { "clientCertificates": [{ "name": "app" }] } }),
             message: None,
         },
         Transition {

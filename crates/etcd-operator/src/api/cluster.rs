@@ -89,6 +89,7 @@ use super::{
 #[x_kube(validation = rules::rule("has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)", "spec.bootstrap is set at creation only: it cannot be added, changed or removed later"))]
 #[x_kube(validation = quota_fits_volume())]
 #[x_kube(validation = rules::rule("!has(self.tls) || !has(self.tls.disabled) || !self.tls.disabled || (has(oldSelf.tls) && has(oldSelf.tls.disabled) && oldSelf.tls.disabled)", "spec.tls.disabled can only be set when the cluster is created: turning TLS off is not supported"))]
+#[x_kube(validation = rules::rule("(has(self.tls) && has(self.tls.certManager)) == (has(oldSelf.tls) && has(oldSelf.tls.certManager)) && (!has(self.tls) || !has(self.tls.certManager) || self.tls.certManager == oldSelf.tls.certManager)", "spec.tls.certManager is set when the cluster is created and does not change: another issuer would change the CA every member and client trusts"))]
 pub struct EtcdClusterSpec {
     /// Number of voting members, 1 to 9. Odd counts tolerate the most
     /// failures per member; even counts are accepted and reported in status.

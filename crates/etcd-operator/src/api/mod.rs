@@ -51,9 +51,9 @@ pub use status::{
 pub use storage::{RetentionPolicy, StorageSpec};
 pub use tls::{
     BuiltInIssuer, CA_ROTATED_FOR_ANNOTATION, CA_ROTATION_ASKED_FOR_ANNOTATION,
-    CA_ROTATION_FOR_ANNOTATION, CaRotationPolicy, NAMED_CLIENT_CERTIFICATES_ANNOTATION,
-    NamedClientCertificate, RENEW_CERTIFICATES_ANNOTATION, RENEWED_FOR_ANNOTATION,
-    ROTATE_CA_ANNOTATION, TlsSpec,
+    CA_ROTATION_FOR_ANNOTATION, CaRotationPolicy, CertManagerIssuer, IssuerKind, IssuerReference,
+    NAMED_CLIENT_CERTIFICATES_ANNOTATION, NamedClientCertificate, RENEW_CERTIFICATES_ANNOTATION,
+    RENEWED_FOR_ANNOTATION, ROTATE_CA_ANNOTATION, TlsSpec,
 };
 pub use tuning::{AutoCompactionMode, EtcdTuning};
 

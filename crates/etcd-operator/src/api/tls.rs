@@ -56,6 +56,8 @@ pub const NAMED_CLIENT_CERTIFICATES_ANNOTATION: &str = "durable-etcd.io/named-cl
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = super::rules::rule("!has(self.disabled) || !self.disabled || !has(self.clientCertificates) || size(self.clientCertificates) == 0", "tls.clientCertificates needs TLS: a cluster with tls.disabled has no CA to issue them"))]
+#[x_kube(validation = super::rules::rule("!has(self.certManager) || !has(self.builtIn)", "tls.certManager and tls.builtIn are two issuers: set one"))]
+#[x_kube(validation = super::rules::rule("!has(self.certManager) || !has(self.disabled) || !self.disabled", "tls.certManager issues TLS certificates: it cannot go with tls.disabled"))]
 pub struct TlsSpec {
     /// The operator's own CA for this cluster: generated once, kept in the
     /// Secret `<cluster>-ca` (never mounted into a Pod), issuing the
@@ -63,6 +65,20 @@ pub struct TlsSpec {
     /// of the operator and of users (`<cluster>-client-tls`).
     #[serde(default)]
     pub built_in: BuiltInIssuer,
+    /// cert-manager issues the certificates instead of the built-in
+    /// issuer: the operator makes a cert-manager `Certificate` per leaf
+    /// (`<cluster>-server-tls`, `-peer-tls`, `-client-tls`,
+    /// `-operator-tls`, `-client-<name>-tls`), each writing the Secret of
+    /// its name (`tls.crt`, `tls.key`, `ca.crt`), and the members trust the
+    /// `ca.crt` the issuer writes. cert-manager renews them (etcd reads its
+    /// certificate files at every handshake: no restart); a change of the
+    /// issuer's CA restarts the members one at a time onto it, so a CA
+    /// rotation must keep the old CA in the bundle the issuer writes until
+    /// every leaf is renewed. Set at creation only (switching issuers
+    /// changes the CA every member and client trusts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "CertManagerIssuer")]
+    pub cert_manager: Option<CertManagerIssuer>,
     /// Plain HTTP for clients and peers, with no authentication: anyone
     /// who reaches the ports reads and writes every key. For a cluster
     /// whose network is secured otherwise. Only a cluster created with it
@@ -83,6 +99,58 @@ pub struct TlsSpec {
     #[schemars(length(max = 32))]
     #[x_kube(validation = super::rules::rule("self.all(a, self.exists_one(b, b.name == a.name))", "tls.clientCertificates: each name once"))]
     pub client_certificates: Vec<NamedClientCertificate>,
+}
+
+/// cert-manager as the issuer of a cluster's certificates
+/// (`spec.tls.certManager`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CertManagerIssuer {
+    /// The cert-manager issuer that signs every certificate of the
+    /// cluster: an `Issuer` in the cluster's namespace or a
+    /// `ClusterIssuer`. Its CA (the `ca.crt` it writes into each Secret)
+    /// is the one every member and client trusts.
+    pub issuer_ref: IssuerReference,
+}
+
+/// A cert-manager issuer by name and kind.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuerReference {
+    /// The issuer's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// `Issuer` (the default; in the cluster's namespace) or
+    /// `ClusterIssuer`.
+    #[serde(default)]
+    pub kind: IssuerKind,
+    /// The issuer's API group; `cert-manager.io` when unset (an external
+    /// issuer names its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub group: Option<String>,
+}
+
+/// The kind of a cert-manager issuer.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq,
+)]
+pub enum IssuerKind {
+    /// An `Issuer` in the cluster's namespace.
+    #[default]
+    Issuer,
+    /// A `ClusterIssuer`.
+    ClusterIssuer,
+}
+
+impl IssuerKind {
+    /// The kind's name in a cert-manager `issuerRef`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Issuer => "Issuer",
+            Self::ClusterIssuer => "ClusterIssuer",
+        }
+    }
 }
 
 /// One named client certificate (`spec.tls.clientCertificates`).

@@ -45,14 +45,15 @@ pub fn expiry_warnings(name: &str, tls: Option<&TlsStatus>, now: Timestamp) -> V
         }
     };
     if let Some(ca) = &tls.ca_not_after {
-        check(
+        let what = if tls.issuer == "BuiltIn" {
             format!(
                 "the cluster's CA (Secret {})",
                 crate::addressing::ca_secret_name(name)
-            ),
-            ca.0,
-            CA_EXPIRY_WARNING,
-        );
+            )
+        } else {
+            "the CA of the cert-manager issuer (its ca.crt)".to_string()
+        };
+        check(what, ca.0, CA_EXPIRY_WARNING);
     }
     for certificate in &tls.certificates {
         check(

@@ -22,6 +22,7 @@
 
 mod act;
 mod backup_health;
+mod cert_manager;
 mod context;
 mod controller;
 mod delete;

@@ -21,6 +21,7 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::Snapshot;
 use super::act;
+use super::cert_manager;
 use super::context::Context;
 use super::error::{ActError, ObserveError, ReadError, ReconcileError};
 use super::network_policy;
@@ -184,8 +185,18 @@ async fn certificates(
     {
         return Ok(material);
     }
-    let material =
-        tls_material::ensure(&ctx.client, cluster, &ctx.config.cluster_domain, tls).await?;
+    let domain = &ctx.config.cluster_domain;
+    let issuer = cluster
+        .spec
+        .tls
+        .as_ref()
+        .and_then(|t| t.cert_manager.as_ref());
+    let material = match issuer {
+        Some(issuer) if tls => {
+            Some(cert_manager::ensure(&ctx.client, cluster, domain, issuer).await?)
+        }
+        _ => tls_material::ensure(&ctx.client, cluster, domain, tls).await?,
+    };
     ctx.certificates
         .remember(key.clone(), cluster, tls, material.clone());
     Ok(material)

@@ -60,6 +60,18 @@ pub enum TlsMaterialError {
         #[source]
         source: kube::Error,
     },
+    /// A cert-manager `Certificate` could not be applied, listed or
+    /// deleted (404 on apply: cert-manager's CRDs are not installed).
+    #[error("{what} cert-manager Certificate {name}: {source}")]
+    CertManager {
+        /// What was done.
+        what: &'static str,
+        /// The Certificate (or the selector listed).
+        name: String,
+        /// The error.
+        #[source]
+        source: kube::Error,
+    },
     /// A Secret the operator's connections need does not exist yet.
     #[error("{0}")]
     Missing(String),
@@ -80,7 +92,9 @@ impl TlsMaterialError {
     /// Category of the error.
     pub fn category(&self) -> Category {
         match self {
-            Self::Secret { source, .. } => Category::of_kube(source),
+            Self::Secret { source, .. } | Self::CertManager { source, .. } => {
+                Category::of_kube(source)
+            }
             Self::Missing(_) => Category::Transient,
             Self::Certificate { .. } => Category::InvalidSpec,
         }
@@ -96,7 +110,8 @@ pub struct TlsMaterial {
     pub observation: TlsObservation,
 }
 
-/// Makes the certificates of `cluster` exist and current; returns the
+/// Makes the certificates of `cluster` from the built-in issuer exist and
+/// current (those of cert-manager: `cert_manager::ensure`); returns the
 /// operator's client TLS and what the planner and status need, or `None`
 /// unless the members are to serve TLS (`tls`).
 pub async fn ensure(
@@ -139,13 +154,10 @@ pub async fn ensure(
             bundle: &bundle,
         };
         let (cert_pem, key_pem) = ensure_leaf(&leaf, &role, renew_all).await?;
-        if let Ok(facts) = read_certificate(&cert_pem) {
-            certificates.push(CertificateStatus {
-                secret: leaf_secret_name(&addressing.cluster, &role),
-                serial: facts.serial,
-                not_before: time(facts.not_before),
-                not_after: time(facts.not_after),
-            });
+        if let Some(status) =
+            certificate_status(&leaf_secret_name(&addressing.cluster, &role), &cert_pem)
+        {
+            certificates.push(status);
         }
         if role == TlsRole::Operator {
             operator = Some((cert_pem, key_pem));
@@ -221,8 +233,20 @@ fn automatic_rotation(cluster: &EtcdCluster, cas: &CaSet) -> Option<String> {
     automatic_request(cas.signer.facts(), Utc::now())
 }
 
+/// What `status.tls` lists of the certificate in Secret `secret`; `None`
+/// when it cannot be read.
+pub(super) fn certificate_status(secret: &str, cert_pem: &str) -> Option<CertificateStatus> {
+    let facts = read_certificate(cert_pem).ok()?;
+    Some(CertificateStatus {
+        secret: secret.to_string(),
+        serial: facts.serial,
+        not_before: time(facts.not_before),
+        not_after: time(facts.not_after),
+    })
+}
+
 /// A certificate time as a status time.
-fn time(at: DateTime<Utc>) -> Time {
+pub(super) fn time(at: DateTime<Utc>) -> Time {
     Time(Timestamp::from_second(at.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
@@ -246,7 +270,7 @@ async fn annotate(
 }
 
 /// The addressing of a TLS cluster's members.
-fn tls_addressing(cluster: &EtcdCluster, cluster_domain: &str) -> MemberAddressing {
+pub(super) fn tls_addressing(cluster: &EtcdCluster, cluster_domain: &str) -> MemberAddressing {
     MemberAddressing {
         cluster_domain: cluster_domain.to_string(),
         transport: crate::transport::Transport::Tls,
@@ -256,7 +280,7 @@ fn tls_addressing(cluster: &EtcdCluster, cluster_domain: &str) -> MemberAddressi
 
 /// The operator's client TLS: its certificate, the CA bundle, and the name
 /// member certificates are checked against.
-fn operator_tls(
+pub(super) fn operator_tls(
     addressing: &MemberAddressing,
     ca_pem: String,
     cert_pem: String,
@@ -271,7 +295,7 @@ fn operator_tls(
 }
 
 /// The names of `spec.tls.clientCertificates`, in spec order.
-fn named_client_certificates(cluster: &EtcdCluster) -> Vec<String> {
+pub(super) fn named_client_certificates(cluster: &EtcdCluster) -> Vec<String> {
     cluster
         .spec
         .tls
@@ -636,7 +660,7 @@ async fn read(secrets: &Api<Secret>, name: &str) -> Result<Option<Secret>, TlsMa
         })
 }
 
-fn text(secret: &Secret, key: &str) -> String {
+pub(super) fn text(secret: &Secret, key: &str) -> String {
     secret
         .data
         .as_ref()

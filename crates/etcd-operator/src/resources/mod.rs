@@ -3,6 +3,7 @@
 //! in, objects out.
 
 pub mod backup_store;
+pub mod cert_manager;
 mod labels;
 pub mod network_policy;
 mod objects;

@@ -185,7 +185,7 @@ pub fn leaf_secret_name(cluster: &str, role: &TlsRole) -> String {
     tls_secret_name(cluster, &role.as_str())
 }
 
-fn metadata(cluster: &EtcdCluster, name: String) -> ObjectMeta {
+pub(crate) fn metadata(cluster: &EtcdCluster, name: String) -> ObjectMeta {
     ObjectMeta {
         name: Some(name),
         namespace: cluster.namespace(),
