@@ -111,10 +111,13 @@ pub fn template_hash(
     // a TLS cluster's is what it was before the stages of turning TLS on
     // existed (`disabled` never reaches a Pod: TLS is not turned off).
     if let (true, Some(inputs)) = (transport.serves_tls(), inputs.as_object_mut()) {
-        // Named client certificates never reach a Pod either.
+        // Named client certificates never reach a Pod either, nor who
+        // starts a CA rotation (each step rolls the members by the
+        // revision).
         let tls = TlsSpec {
             disabled: false,
             client_certificates: Vec::new(),
+            built_in: super::BuiltInIssuer::default(),
             ..spec.tls.clone().unwrap_or_default()
         };
         let mut tls = serde_json::json!({ "spec": tls, "revision": tls_revision });
@@ -244,6 +247,17 @@ mod tests {
             ..EtcdClusterSpec::default()
         };
         assert_eq!(hash(&with_app, Transport::Tls, Some("r1")), tls);
+        // Nor does who starts a CA rotation.
+        let manual = EtcdClusterSpec {
+            tls: Some(crate::api::TlsSpec {
+                built_in: crate::api::BuiltInIssuer {
+                    ca_rotation: crate::api::CaRotationPolicy::Manual,
+                },
+                ..crate::api::TlsSpec::default()
+            }),
+            ..EtcdClusterSpec::default()
+        };
+        assert_eq!(hash(&manual, Transport::Tls, Some("r1")), tls);
         assert_ne!(tls, hash(&plain, Transport::Plaintext, Some("r1")));
         assert_ne!(tls, hash(&explicit, Transport::Tls, Some("r2")));
         let stages = [
