@@ -362,7 +362,10 @@ fn catalogue() -> Vec<Invalid> {
         // EtcdCluster: one issuer.
         invalid(
             Cluster,
-            cluster(json!({ "tls": { "certManager": cert_manager, "builtIn": {} } })),
+            cluster(json!({ "tls": {
+                "certManager": cert_manager,
+                "builtIn": { "caRotation": "Manual" },
+            } })),
             "tls.certManager and tls.builtIn are two issuers: set one",
         ),
         invalid(

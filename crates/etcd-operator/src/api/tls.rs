@@ -56,7 +56,7 @@ pub const NAMED_CLIENT_CERTIFICATES_ANNOTATION: &str = "durable-etcd.io/named-cl
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = super::rules::rule("!has(self.disabled) || !self.disabled || !has(self.clientCertificates) || size(self.clientCertificates) == 0", "tls.clientCertificates needs TLS: a cluster with tls.disabled has no CA to issue them"))]
-#[x_kube(validation = super::rules::rule("!has(self.certManager) || !has(self.builtIn)", "tls.certManager and tls.builtIn are two issuers: set one"))]
+#[x_kube(validation = super::rules::rule("!has(self.certManager) || !has(self.builtIn) || !has(self.builtIn.caRotation)", "tls.certManager and tls.builtIn are two issuers: set one"))]
 #[x_kube(validation = super::rules::rule("!has(self.certManager) || !has(self.disabled) || !self.disabled", "tls.certManager issues TLS certificates: it cannot go with tls.disabled"))]
 pub struct TlsSpec {
     /// The operator's own CA for this cluster: generated once, kept in the
