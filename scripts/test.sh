@@ -54,6 +54,9 @@ images_build=$!
 step "unit, property and etcd integration tests"
 cargo test --workspace --locked --lib --bins
 cargo test -p module-graph --locked --tests
+# The linearizability checker of the chaos campaign: its classic cases,
+# its property tests against real executions and a brute-force checker.
+cargo test -p linearizability --locked
 cargo test -p etcd-operator --locked --test etcd_layer
 for t in $(ls crates/etcd-operator/tests/backup_*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//'); do
 	cargo test -p etcd-operator --locked --test "$t"
