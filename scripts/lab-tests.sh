@@ -43,6 +43,7 @@ expected_seconds() {
 	e2e_volume_loss) echo 66 ;;
 	e2e_tls_migration) echo 255 ;;
 	e2e_ca_rotation) echo 330 ;;
+	e2e_cert_manager) echo 90 ;;
 	e2e_tls) echo 120 ;;
 	e2e_network_policy) echo 90 ;;
 	e2e_helm) echo 120 ;;

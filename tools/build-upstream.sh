@@ -5,14 +5,16 @@
 # object-store servers of the backup tests (tools/s3-server, tools/gcs-server),
 # crane for the images and the lab's registry (tools/crane),
 # promtool for the alert rules' checks (tools/prometheus), helm for the
-# chart's checks and lab test (tools/helm) and, with npm,
+# chart's checks and lab test (tools/helm), the cert-manager controllers for
+# the cert-manager issuer path of the TLS (tools/cert-manager) and, with npm,
 # Azurite (tools/azurite/install.sh).
 #
 # Output goes to "$ETCD_LAB_CACHE/upstream/<module>-<pin hash>/", outside the
 # repository (default ETCD_LAB_CACHE=$HOME/.cache/etcd-lab), so a clean clone
 # on the same machine reuses it. A set whose go.mod/go.sum are unchanged is
-# skipped (for tools/s3-server and tools/gcs-server, their .go files count
-# too). Prints the directory of each set, one per line, on stdout.
+# skipped (for tools/s3-server, tools/gcs-server and tools/cert-manager,
+# their .go files count too). Prints the directory of each set, one per
+# line, on stdout.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,8 +25,8 @@ pin_dir() {
 	local module_dir="$1"
 	local hash
 	# The pins, then the module's own .go files in byte order (the mains of
-	# the test servers; the upstream sets have none), so that editing a main
-	# builds its set anew.
+	# the test servers and of cert-manager; the other upstream sets have
+	# none), so that editing a main builds its set anew.
 	hash="$(cd "$module_dir" && {
 		cat go.mod go.sum
 		find . -maxdepth 1 -name '*.go' -print0 | LC_ALL=C sort -z | xargs -0r cat
@@ -62,6 +64,7 @@ build_set() {
 		go.etcd.io/etcd/server/v3) name=etcd ;;
 		go.etcd.io/etcd/etcdctl/v3) name=etcdctl ;;
 		go.etcd.io/etcd/etcdutl/v3) name=etcdutl ;;
+		etcd-operator.local/tools/cert-manager) name=cert-manager-controller ;;
 		esac
 		echo "building $name ($(basename "$module_dir"))" >&2
 		(cd "$module_dir" && go build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg")
@@ -114,6 +117,22 @@ helm_version="$(awk '$1=="helm.sh/helm/v4" {print $2}' "$here/helm/go.mod")"
 build_set "$here/helm" \
 	"-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
 	helm.sh/helm/v4/cmd/helm
+
+# The cert-manager controllers (issuers, certificates, the approver and the
+# CA and self-signed signers) in a small main, as cert-manager-controller:
+# the cert-manager issuer path of the operator's TLS, tested on the lab. The
+# module's own cmd/controller is a module of its own that the Go proxy does
+# not serve.
+# Its CRDs of the same release go beside the binary, in crds/ (the
+# cert-manager.io kinds; the tests install them on the lab).
+cert_manager_out="$(build_set "$here/cert-manager" "-s -w" etcd-operator.local/tools/cert-manager)"
+if [[ ! -f "$cert_manager_out/crds/.complete" ]]; then
+	cert_manager_module="$(cd "$here/cert-manager" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)"
+	rm -rf "$cert_manager_out/crds" && mkdir -p "$cert_manager_out/crds"
+	cp "$cert_manager_module"/deploy/crds/cert-manager.io_*.yaml "$cert_manager_out/crds/"
+	touch "$cert_manager_out/crds/.complete"
+fi
+echo "$cert_manager_out"
 
 # Azurite, the Azure Storage emulator, from npm (package-lock.json pinned).
 "$here/azurite/install.sh"

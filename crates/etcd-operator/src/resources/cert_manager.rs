@@ -59,7 +59,12 @@ pub fn certificate(
         "secretTemplate": { "labels": { CLUSTER_LABEL: cluster.name_any() } },
         "commonName": names.common_name,
         "usages": usages,
-        "privateKey": { "algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always" },
+        "privateKey": {
+            "algorithm": "ECDSA",
+            "size": 256,
+            "encoding": "PKCS8",
+            "rotationPolicy": "Always",
+        },
         "duration": DURATION,
         "renewBefore": RENEW_BEFORE,
         "issuerRef": issuer_ref,
@@ -144,6 +149,10 @@ mod tests {
             json!({ "name": "etcd-ca", "kind": "ClusterIssuer", "group": "cert-manager.io" })
         );
         assert_eq!(spec["privateKey"]["algorithm"], "ECDSA");
+        assert_eq!(
+            spec["privateKey"]["encoding"], "PKCS8",
+            "keys as the built-in issuer writes them"
+        );
         assert_eq!(
             spec["secretTemplate"]["labels"][CLUSTER_LABEL], "main",
             "the Secret carries the cluster's label, as the operator's own do"

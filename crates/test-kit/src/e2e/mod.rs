@@ -10,6 +10,7 @@
 //! [`cluster_spec`], then a [`Writer`](crate::writer::Writer) whose ledger
 //! says that nothing acknowledged was lost.
 
+pub mod cert_manager;
 mod cluster;
 mod crds;
 pub mod helm;
