@@ -16,7 +16,7 @@ use super::FIELD_MANAGER;
 use super::delete::delete_unless_gone;
 use super::tls_material::{
     TlsMaterial, TlsMaterialError, certificate_status, named_client_certificates, operator_tls,
-    text, tls_addressing,
+    read, text, tls_addressing,
 };
 use crate::api::identity::CLUSTER_LABEL;
 use crate::api::{CertManagerIssuer, EtcdCluster, TlsStatus};
@@ -65,14 +65,8 @@ pub async fn ensure(
     let mut leaves = Vec::new();
     for role in &roles {
         let name = leaf_secret_name(&addressing.cluster, role);
-        let secret = secrets
-            .get_opt(&name)
-            .await
-            .map_err(|source| TlsMaterialError::Secret {
-                what: "read",
-                name: name.clone(),
-                source,
-            })?
+        let secret = read(&secrets, &name)
+            .await?
             .filter(|secret| !text(secret, CERT_KEY).is_empty());
         let Some(secret) = secret else {
             return Err(TlsMaterialError::Missing(format!(
@@ -190,14 +184,8 @@ async fn forget_unnamed(
             .await
             .map_err(cert_error)?;
         // cert-manager leaves the Secret of a deleted Certificate.
-        if let Some(secret) = secrets
-            .get_opt(&name)
-            .await
-            .map_err(|source| TlsMaterialError::Secret {
-                what: "read",
-                name: name.clone(),
-                source,
-            })?
+        if let Some(secret) = read(secrets, &name)
+            .await?
             .filter(|s| s.labels().get(CLUSTER_LABEL) == Some(&cluster.name_any()))
         {
             delete_unless_gone(secrets, &name, secret.metadata.uid.clone(), None)

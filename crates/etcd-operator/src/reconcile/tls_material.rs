@@ -649,7 +649,10 @@ async fn ensure_leaf(
     Ok((cert_pem, key_pem))
 }
 
-async fn read(secrets: &Api<Secret>, name: &str) -> Result<Option<Secret>, TlsMaterialError> {
+pub(super) async fn read(
+    secrets: &Api<Secret>,
+    name: &str,
+) -> Result<Option<Secret>, TlsMaterialError> {
     secrets
         .get_opt(name)
         .await
