@@ -1,5 +1,5 @@
 # Entry points. Everything runs as root (the lab creates network namespaces).
-.PHONY: deps setup upstream build static image demo test bench down
+.PHONY: deps setup upstream build static image demo test bench chaos down
 
 deps: ## system packages and the pinned upstream binaries
 	bash scripts/install-deps.sh
@@ -28,6 +28,9 @@ test: deps ## lint, unit, property, etcd integration and end-to-end lab tests
 
 bench: setup
 	bash scripts/bench.sh
+
+chaos: setup ## a seeded chaos campaign of 500 faults on the lab (CHAOS_SEED, CHAOS_STEPS), its summary into docs/reliability.md
+	./target/release/etcd-chaos --steps $${CHAOS_STEPS:-500} $${CHAOS_SEED:+--seed $$CHAOS_SEED} --summary docs/reliability.md
 
 down:
 	./target/release/etcd-lab down

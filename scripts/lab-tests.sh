@@ -2,7 +2,8 @@
 # The lab phase of `make test`: every lab test (crates/etcd-lab/tests/*.rs),
 # every node agent test that makes namespaces and addresses
 # (crates/etcd-lab-node/tests/*.rs) and every end-to-end test
-# (crates/etcd-operator/tests/e2e_*.rs), each in a
+# (crates/etcd-operator/tests/e2e_*.rs) and the short chaos campaign
+# (crates/etcd-chaos/tests/*.rs), each in a
 # lab lane of its own (scripts/lab-lane.sh), LAB_LANES (default 3) at a
 # time. The longest tests start first and each lane takes the next test as
 # soon as it is free. A test's output goes to target/lab-logs/<test>.log and
@@ -26,6 +27,7 @@ logs=target/lab-logs
 expected_seconds() {
 	case "$1" in
 	e2e_rollout) echo 500 ;;
+	chaos_short) echo 300 ;;
 	e2e_backup_volume) echo 360 ;;
 	faults) echo 272 ;;
 	e2e_maintenance) echo 159 ;;
@@ -100,10 +102,10 @@ mkdir -p "$logs"
 # the built binaries directly (as `cargo test` would, from the crate's
 # directory): no cargo lock is held while they run.
 tests=()
-for t in crates/etcd-lab/tests/*.rs crates/etcd-lab-node/tests/*.rs crates/etcd-operator/tests/e2e_*.rs; do
+for t in crates/etcd-lab/tests/*.rs crates/etcd-lab-node/tests/*.rs crates/etcd-operator/tests/e2e_*.rs crates/etcd-chaos/tests/*.rs; do
 	[[ -e "$t" ]] && tests+=(--test "$(basename "$t" .rs)")
 done
-cargo test -p etcd-lab -p etcd-lab-node -p etcd-operator --locked --no-run --message-format=json "${tests[@]}" |
+cargo test -p etcd-lab -p etcd-lab-node -p etcd-operator -p etcd-chaos --locked --no-run --message-format=json "${tests[@]}" |
 	python3 -c '
 import json, os, sys
 for line in sys.stdin:

@@ -26,7 +26,10 @@ const STREAM_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `main` writes `started`, then `after-follow` once `/signal/go` exists,
 /// then `stopping` and exits once `/signal/stop` exists (the files are
-/// created with `kubectl exec` in the shared emptyDir). `done` exits at once
+/// created with `kubectl exec` in the shared emptyDir; `main` waits a second
+/// before it exits, so that the `kubectl exec` which created the file has
+/// ended: a container's end kills every process still in it, as a runtime
+/// does). `done` exits at once
 /// and is not restarted: a container of the pod that is not running.
 fn pod() -> Pod {
     serde_json::from_value(json!({
@@ -42,7 +45,7 @@ fn pod() -> Pod {
                     "command": ["sh", "-c",
                         "echo started; \
                          while [ ! -e /signal/go ]; do sleep 0.2; done; echo after-follow; \
-                         while [ ! -e /signal/stop ]; do sleep 0.2; done; echo stopping"],
+                         while [ ! -e /signal/stop ]; do sleep 0.2; done; sleep 1; echo stopping"],
                     "volumeMounts": [{"name": "signal", "mountPath": "/signal"}]
                 },
                 {"name": "done", "image": "lab.local/host", "command": ["true"]}

@@ -68,19 +68,29 @@ pub type Scenario = for<'a> fn(&'a mut Harness) -> Pin<Box<dyn Future<Output = T
 /// `e2e-<topic>-<pid>`, with `operator` (the binary under test,
 /// `env!("CARGO_BIN_EXE_etcd-operator")`). Takes our own lab down when the
 /// scenario passes (keeps it with its logs when it fails); a reused lab
-/// stays up.
-pub fn run(topic: &str, operator: &str, scenario: Scenario) {
-    assert!(
-        is_root(),
-        "the end-to-end tests need root (the lab creates network namespaces)"
-    );
+/// stays up. Panics with the scenario's error.
+pub fn run<S>(topic: &str, operator: &str, scenario: S)
+where
+    S: for<'a> FnOnce(&'a mut Harness) -> Pin<Box<dyn Future<Output = TestResult> + 'a>>,
+{
+    if let Err(error) = try_run(topic, Path::new(operator), scenario) {
+        panic!("{error}");
+    }
+}
+
+/// [`run`], returning the scenario's error instead of panicking (for
+/// programs such as the chaos campaign).
+pub fn try_run<S>(topic: &str, operator: &Path, scenario: S) -> TestResult
+where
+    S: for<'a> FnOnce(&'a mut Harness) -> Pin<Box<dyn Future<Output = TestResult> + 'a>>,
+{
+    if !is_root() {
+        return Err("the end-to-end tests need root (the lab creates network namespaces)".into());
+    }
     let _lock = LabLock::acquire();
     let started = Instant::now();
-    let operator = Path::new(operator);
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let (lab, own) = runtime
-        .block_on(lab::reuse_or_start(&lab_dir(OWN_LAB_DIR), operator))
-        .expect("a lab");
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (lab, own) = runtime.block_on(lab::reuse_or_start(&lab_dir(OWN_LAB_DIR), operator))?;
     let root = lab.paths().root().to_owned();
     let result = runtime.block_on(async {
         let client = lab.kube_client().await?;
@@ -108,9 +118,7 @@ pub fn run(topic: &str, operator: &str, scenario: Scenario) {
         _ => {}
     }
     eprintln!("{topic}: {:?}", started.elapsed());
-    if let Err(error) = result {
-        panic!("{error}");
-    }
+    result.map(|_| ())
 }
 
 /// Runs a bench `scenario` under the lab lock, in namespace `bench-<pid>`;

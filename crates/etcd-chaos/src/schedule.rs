@@ -1,0 +1,254 @@
+//! The campaign's schedule: which faults, in which order, how long, and
+//! which overlap, drawn from a seed. Pure: a seed and the cluster's size
+//! name one schedule, so that any finding reproduces from its seed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::fault::{Cut, Fault, Target};
+use crate::seed::SeededRng;
+
+/// One step of a campaign: a fault, and possibly a second one injected
+/// while the first lasts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    /// 1-based position in the campaign.
+    pub number: usize,
+    /// The fault.
+    pub fault: Fault,
+    /// A fault injected `overlap_after_ms` into the first one's duration.
+    pub overlapping: Option<Overlap>,
+}
+
+/// A second fault injected while a step's first one lasts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overlap {
+    /// The fault.
+    pub fault: Fault,
+    /// When, after the first fault was injected.
+    pub after_ms: u64,
+}
+
+impl Step {
+    /// Every fault of the step.
+    pub fn faults(&self) -> impl Iterator<Item = &Fault> {
+        std::iter::once(&self.fault).chain(self.overlapping.as_ref().map(|o| &o.fault))
+    }
+}
+
+/// Weights of the kinds drawn (out of their sum): frequent faults often,
+/// quorum-losing and data-destroying ones regularly.
+const WEIGHTS: [(&str, u64); 13] = [
+    ("pod-kill", 12),
+    ("leader-kill", 10),
+    ("pod-delete", 10),
+    ("node-reboot", 9),
+    ("node-freeze", 8),
+    ("partition-peers", 9),
+    ("partition-apiserver", 5),
+    ("partition-all", 7),
+    ("majority-nodes-down", 6),
+    ("majority-partition", 5),
+    ("volume-wipe", 6),
+    ("operator-kill", 8),
+    ("apiserver-outage", 5),
+];
+
+/// Percentage of steps with a lasting fault that get an overlapping one.
+const OVERLAP_PERCENT: u64 = 25;
+
+/// The schedule of `faults` steps for a cluster of `members` members
+/// (at least 3), from `seed`.
+pub fn plan(seed: u64, faults: usize, members: usize) -> Vec<Step> {
+    let mut rng = SeededRng::new(seed);
+    (1..=faults)
+        .map(|number| {
+            let fault = draw(&mut rng, members);
+            let overlapping =
+                (fault.lasts_seconds() >= 4 && rng.percent(OVERLAP_PERCENT)).then(|| Overlap {
+                    fault: draw_overlap(&mut rng, members, &fault),
+                    after_ms: rng.between(500, fault.lasts_seconds() * 1000 / 2),
+                });
+            Step {
+                number,
+                fault,
+                overlapping,
+            }
+        })
+        .collect()
+}
+
+fn draw(rng: &mut SeededRng, members: usize) -> Fault {
+    let total: u64 = WEIGHTS.iter().map(|(_, w)| w).sum();
+    let mut pick = rng.below(total);
+    let mut kind = WEIGHTS[0].0;
+    for (name, weight) in WEIGHTS {
+        if pick < weight {
+            kind = name;
+            break;
+        }
+        pick -= weight;
+    }
+    let member = Target::Member(rng.index(members));
+    match kind {
+        "leader-kill" => Fault::PodKill {
+            target: Target::Leader,
+        },
+        "pod-delete" => Fault::PodDelete { target: member },
+        "node-reboot" => Fault::NodeReboot {
+            target: member,
+            down_seconds: rng.between(2, 10),
+        },
+        "node-freeze" => Fault::NodeFreeze {
+            target: member,
+            seconds: rng.between(3, 15),
+        },
+        "partition-peers" | "partition-apiserver" | "partition-all" => Fault::Partition {
+            target: if rng.percent(30) {
+                Target::Leader
+            } else {
+                member
+            },
+            cut: match kind {
+                "partition-peers" => Cut::Peers,
+                "partition-apiserver" => Cut::ApiServer,
+                _ => Cut::All,
+            },
+            seconds: rng.between(4, 20),
+        },
+        "majority-nodes-down" => Fault::MajorityNodesDown {
+            members: majority(rng, members),
+            seconds: rng.between(4, 18),
+        },
+        "majority-partition" => Fault::MajorityPartition {
+            members: majority(rng, members),
+            seconds: rng.between(4, 18),
+        },
+        "volume-wipe" => Fault::VolumeWipe {
+            member: rng.index(members),
+        },
+        "operator-kill" => Fault::OperatorKill {
+            down_seconds: rng.between(1, 10),
+        },
+        "apiserver-outage" => Fault::ApiServerOutage {
+            seconds: rng.between(4, 15),
+        },
+        _ => Fault::PodKill { target: member },
+    }
+}
+
+/// A short fault on another member than the first fault's (or on the
+/// operator), to overlap it.
+fn draw_overlap(rng: &mut SeededRng, members: usize, first: &Fault) -> Fault {
+    let hit = match first {
+        Fault::PodKill {
+            target: Target::Member(n),
+        }
+        | Fault::PodDelete {
+            target: Target::Member(n),
+        }
+        | Fault::NodeReboot {
+            target: Target::Member(n),
+            ..
+        }
+        | Fault::NodeFreeze {
+            target: Target::Member(n),
+            ..
+        }
+        | Fault::Partition {
+            target: Target::Member(n),
+            ..
+        } => Some(*n),
+        _ => None,
+    };
+    let other = match hit {
+        Some(n) => (n + 1 + rng.index(members - 1)) % members,
+        None => rng.index(members),
+    };
+    match rng.below(3) {
+        0 => Fault::PodKill {
+            target: Target::Member(other),
+        },
+        1 => Fault::PodDelete {
+            target: Target::Member(other),
+        },
+        _ => Fault::OperatorKill {
+            down_seconds: rng.between(1, 5),
+        },
+    }
+}
+
+/// A majority of `members` distinct members, in increasing order.
+fn majority(rng: &mut SeededRng, members: usize) -> Vec<usize> {
+    let mut all: Vec<usize> = (0..members).collect();
+    // Fisher–Yates, then the first members / 2 + 1.
+    for i in (1..all.len()).rev() {
+        let j = rng.index(i + 1);
+        all.swap(i, j);
+    }
+    let mut chosen: Vec<usize> = all.into_iter().take(members / 2 + 1).collect();
+    chosen.sort_unstable();
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn a_seed_names_one_schedule() {
+        assert_eq!(plan(11, 50, 3), plan(11, 50, 3));
+        assert_ne!(plan(11, 50, 3), plan(12, 50, 3));
+    }
+
+    #[test]
+    fn a_long_campaign_draws_every_kind_and_overlaps() {
+        let steps = plan(1, 500, 3);
+        let kinds: BTreeSet<&str> = steps.iter().map(|s| s.fault.kind()).collect();
+        for kind in Fault::KINDS {
+            assert!(kinds.contains(kind), "{kind} never drawn in 500 steps");
+        }
+        let overlapping = steps.iter().filter(|s| s.overlapping.is_some()).count();
+        assert!(overlapping > 20, "{overlapping} overlapping steps");
+    }
+
+    proptest! {
+        #[test]
+        fn every_step_is_well_formed(seed in any::<u64>(), members in prop::sample::select(vec![3usize, 5])) {
+            for (i, step) in plan(seed, 40, members).iter().enumerate() {
+                prop_assert_eq!(step.number, i + 1);
+                for fault in step.faults() {
+                    match fault {
+                        Fault::MajorityNodesDown { members: m, .. }
+                        | Fault::MajorityPartition { members: m, .. } => {
+                            prop_assert_eq!(m.len(), members / 2 + 1);
+                            prop_assert!(m.windows(2).all(|w| w[0] < w[1]));
+                            prop_assert!(m.iter().all(|n| *n < members));
+                        }
+                        Fault::VolumeWipe { member } => prop_assert!(*member < members),
+                        _ => {}
+                    }
+                }
+                if let Some(overlap) = &step.overlapping {
+                    // Only short, recoverable faults overlap, never a wipe,
+                    // and within the first fault's duration.
+                    prop_assert!(overlap.fault.wipes().is_none());
+                    prop_assert!(overlap.after_ms < step.fault.lasts_seconds() * 1000);
+                    if let (
+                        Fault::NodeFreeze { target: Target::Member(a), .. }
+                        | Fault::Partition { target: Target::Member(a), .. }
+                        | Fault::NodeReboot { target: Target::Member(a), .. },
+                        Fault::PodKill { target: Target::Member(b) }
+                        | Fault::PodDelete { target: Target::Member(b) },
+                    ) = (&step.fault, &overlap.fault)
+                    {
+                        prop_assert_ne!(a, b, "the overlap hits another member");
+                    }
+                }
+            }
+        }
+    }
+}
