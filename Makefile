@@ -1,5 +1,5 @@
 # Entry points. Everything runs as root (the lab creates network namespaces).
-.PHONY: deps setup upstream build static image demo test bench chaos down
+.PHONY: deps setup upstream build static image demo demo-hosted test bench chaos down
 
 deps: ## system packages and the pinned upstream binaries
 	bash scripts/install-deps.sh
@@ -22,6 +22,9 @@ image: ## the OCI images of the operator and of each pinned etcd release, in tar
 
 demo: setup image ## the lab (running the images) with a durable etcd cluster surviving the loss of a majority
 	bash scripts/demo.sh
+
+demo-hosted: setup ## a tenant kube-apiserver storing in an operator-managed cluster, through a majority loss, a member replacement and an upgrade
+	./target/release/etcd-hosted
 
 test: deps ## lint, unit, property, etcd integration and end-to-end lab tests
 	bash scripts/test.sh

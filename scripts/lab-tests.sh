@@ -2,8 +2,8 @@
 # The lab phase of `make test`: every lab test (crates/etcd-lab/tests/*.rs),
 # every node agent test that makes namespaces and addresses
 # (crates/etcd-lab-node/tests/*.rs) and every end-to-end test
-# (crates/etcd-operator/tests/e2e_*.rs) and the short chaos campaign
-# (crates/etcd-chaos/tests/*.rs), each in a
+# (crates/etcd-operator/tests/e2e_*.rs), the short chaos campaign and the
+# hosted control plane (crates/etcd-chaos/tests/*.rs), each in a
 # lab lane of its own (scripts/lab-lane.sh), LAB_LANES (default 3) at a
 # time. The longest tests start first and each lane takes the next test as
 # soon as it is free. A test's output goes to target/lab-logs/<test>.log and
@@ -28,6 +28,7 @@ expected_seconds() {
 	case "$1" in
 	e2e_rollout) echo 500 ;;
 	chaos_short) echo 300 ;;
+	hosted_control_plane) echo 160 ;;
 	e2e_backup_volume) echo 360 ;;
 	faults) echo 272 ;;
 	e2e_maintenance) echo 159 ;;

@@ -26,6 +26,7 @@ pub mod campaign;
 pub mod clock;
 pub mod endpoints;
 pub mod fault;
+pub mod hosted;
 pub mod inject;
 pub mod oracle;
 pub mod processes;

@@ -1,0 +1,222 @@
+//! What the tenant's workload does and sees: a writer that creates
+//! ConfigMaps through the tenant API server and records each one the API
+//! server acknowledged, and an informer (kube-rs' watcher, as controllers
+//! use it) whose cache is compared with the API server's list.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ListParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+/// The tenant namespace the workload writes in.
+pub const NAMESPACE: &str = "default";
+
+/// The name of the `n`-th object.
+pub fn object_name(n: u64) -> String {
+    format!("object-{n:06}")
+}
+
+/// A ConfigMap the writer creates.
+fn object(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "data": { "written-by": "etcd-hosted" },
+    }))
+    .unwrap_or_default()
+}
+
+/// Creates objects one after another until stopped.
+pub struct ObjectWriter {
+    stop: Arc<AtomicBool>,
+    next: Arc<AtomicU64>,
+    acknowledged: Arc<Mutex<Vec<String>>>,
+    failed: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl ObjectWriter {
+    /// Starts writing through `client`, an object every 50 ms.
+    pub fn start(client: kube::Client) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let next = Arc::new(AtomicU64::new(0));
+        let acknowledged = Arc::new(Mutex::new(Vec::new()));
+        let failed = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn(write(
+            Api::namespaced(client, NAMESPACE),
+            stop.clone(),
+            next.clone(),
+            acknowledged.clone(),
+            failed.clone(),
+        ));
+        Self {
+            stop,
+            next,
+            acknowledged,
+            failed,
+            task,
+        }
+    }
+
+    /// Objects acknowledged so far.
+    pub fn acknowledged(&self) -> Vec<String> {
+        self.acknowledged
+            .lock()
+            .map(|a| a.clone())
+            .unwrap_or_default()
+    }
+
+    /// Creations that failed or timed out (their outcome is unknown).
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Creations tried.
+    pub fn tried(&self) -> u64 {
+        self.next.load(Ordering::SeqCst)
+    }
+
+    /// Stops after the creation in flight.
+    pub async fn stop(self) -> Vec<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.task.await;
+        self.acknowledged
+            .lock()
+            .map(|a| a.clone())
+            .unwrap_or_default()
+    }
+}
+
+async fn write(
+    api: Api<ConfigMap>,
+    stop: Arc<AtomicBool>,
+    next: Arc<AtomicU64>,
+    acknowledged: Arc<Mutex<Vec<String>>>,
+    failed: Arc<AtomicU64>,
+) {
+    while !stop.load(Ordering::SeqCst) {
+        let name = object_name(next.fetch_add(1, Ordering::SeqCst));
+        let created = tokio::time::timeout(
+            Duration::from_secs(15),
+            api.create(&PostParams::default(), &object(&name)),
+        )
+        .await;
+        match created {
+            Ok(Ok(_)) => {
+                if let Ok(mut acknowledged) = acknowledged.lock() {
+                    acknowledged.push(name);
+                }
+            }
+            _ => {
+                failed.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every object of the tenant namespace, as a list through the tenant API
+/// server reads it.
+pub async fn listed(client: &kube::Client) -> kube::Result<BTreeSet<String>> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .filter(|n| n.starts_with("object-"))
+        .collect())
+}
+
+/// An informer of the tenant namespace's ConfigMaps: its cache and how
+/// often it listed everything again.
+pub struct Informer {
+    cache: Arc<Mutex<BTreeSet<String>>>,
+    relists: Arc<AtomicU64>,
+    errors: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Informer {
+    /// Starts watching through `client`.
+    pub fn start(client: kube::Client) -> Self {
+        let cache = Arc::new(Mutex::new(BTreeSet::new()));
+        let relists = Arc::new(AtomicU64::new(0));
+        let errors = Arc::new(AtomicU64::new(0));
+        let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
+        let task = tokio::spawn(inform(api, cache.clone(), relists.clone(), errors.clone()));
+        Self {
+            cache,
+            relists,
+            errors,
+            task,
+        }
+    }
+
+    /// The names in the cache now.
+    pub fn cache(&self) -> BTreeSet<String> {
+        self.cache.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// Full lists so far (the first one included).
+    pub fn relists(&self) -> u64 {
+        self.relists.load(Ordering::SeqCst)
+    }
+
+    /// Errors the watch met (each followed by a retry).
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::SeqCst)
+    }
+
+    /// Stops the informer.
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+async fn inform(
+    api: Api<ConfigMap>,
+    cache: Arc<Mutex<BTreeSet<String>>>,
+    relists: Arc<AtomicU64>,
+    errors: Arc<AtomicU64>,
+) {
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut listing = BTreeSet::new();
+    let ours = |object: &ConfigMap| Some(object.name_any()).filter(|n| n.starts_with("object-"));
+    while let Some(event) = events.next().await {
+        match event {
+            Err(_) => {
+                errors.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(watcher::Event::Init) => listing.clear(),
+            Ok(watcher::Event::InitApply(object)) => listing.extend(ours(&object)),
+            Ok(watcher::Event::InitDone) => {
+                relists.fetch_add(1, Ordering::SeqCst);
+                if let Ok(mut cache) = cache.lock() {
+                    *cache = std::mem::take(&mut listing);
+                }
+            }
+            Ok(watcher::Event::Apply(object)) => {
+                if let Ok(mut cache) = cache.lock() {
+                    cache.extend(ours(&object));
+                }
+            }
+            Ok(watcher::Event::Delete(object)) => {
+                if let (Ok(mut cache), Some(name)) = (cache.lock(), ours(&object)) {
+                    cache.remove(&name);
+                }
+            }
+        }
+    }
+}

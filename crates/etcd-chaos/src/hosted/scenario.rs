@@ -1,0 +1,292 @@
+//! The hosted control plane scenario: a tenant `kube-apiserver` storing in
+//! an operator-managed cluster, a workload creating objects through it and
+//! an informer watching them, through a majority loss and return, a member
+//! replaced after its data was wiped, and a rolling upgrade of etcd. After
+//! each: every object the tenant API server acknowledged is listed. At the
+//! end: the informer's cache is the API server's list (it serves no stale
+//! object and misses none).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use test_kit::TestResult;
+use test_kit::conditions::condition_true;
+use test_kit::e2e::{Harness, cluster_spec_with};
+use test_kit::poll::wait_for;
+
+use super::objects::{Informer, ObjectWriter, listed};
+use super::tenant::{self, TenantApiServer};
+
+/// The tenant's etcd cluster.
+pub const CLUSTER: &str = "tenant-etcd";
+/// The etcd release it starts on, and the one it is upgraded to.
+pub const FROM_VERSION: &str = "3.6.16";
+/// The release of the upgrade.
+pub const TO_VERSION: &str = "3.7.3";
+
+/// One phase of the scenario.
+#[derive(Debug, Clone)]
+pub struct Phase {
+    /// What was done.
+    pub name: String,
+    /// From the fault's start (its duration included) to the cluster
+    /// Available and objects being acknowledged again.
+    pub took: Duration,
+    /// Objects acknowledged before the phase, and after it.
+    pub acknowledged: (usize, usize),
+    /// Objects listed after it (each acknowledged one among them).
+    pub listed: usize,
+}
+
+/// What the scenario did.
+#[derive(Debug, Clone, Default)]
+pub struct HostedReport {
+    /// Each phase.
+    pub phases: Vec<Phase>,
+    /// Objects acknowledged in all, creations that failed or timed out.
+    pub acknowledged: usize,
+    /// Creations whose outcome is unknown.
+    pub failed: u64,
+    /// Objects listed at the end.
+    pub listed: usize,
+    /// The informer's full lists (the first one included) and watch errors.
+    pub informer_relists: u64,
+    /// Errors the informer's watch met.
+    pub informer_errors: u64,
+}
+
+/// Runs the scenario on `h`.
+pub async fn run(h: &mut Harness) -> TestResult<HostedReport> {
+    let started = Instant::now();
+    h.create_available(
+        CLUSTER,
+        cluster_spec_with(
+            3,
+            "lab-network",
+            json!({
+                "version": FROM_VERSION,
+                "tls": { "builtIn": {}, "clientCertificates": [{ "name": tenant::CLIENT_NAME }] },
+                // The tenant API server runs outside the Pod network.
+                "networkPolicy": { "clientsFrom": [
+                    { "ipBlock": { "cidr": format!("{}/32", etcd_lab_node::network::addressing::client_ip()) } }
+                ] },
+            }),
+        ),
+        Duration::from_secs(300),
+    )
+    .await?;
+    let identity = etcd_identity(h).await?;
+    let dir = std::env::temp_dir().join(format!("tenant-apiserver-{}", std::process::id()));
+    let mut apiserver = TenantApiServer::start(h, CLUSTER, &dir).await?;
+    apiserver.wait_ready(Duration::from_secs(180)).await?;
+    eprintln!(
+        "tenant API server ready at {} ({:?} after the start; log {})",
+        apiserver.url(),
+        started.elapsed(),
+        apiserver.log.display()
+    );
+    let client = apiserver.client()?;
+    let writer = ObjectWriter::start(client.clone());
+    let informer = Informer::start(client.clone());
+    progress(&writer, 50, Duration::from_secs(60)).await?;
+
+    let mut report = HostedReport::default();
+    // 1. A majority of etcd's nodes powered off, then back.
+    let phase = Instant::now();
+    let before = writer.acknowledged().len();
+    let nodes = vec![
+        h.node_of(&format!("{CLUSTER}-1")).await?,
+        h.node_of(&format!("{CLUSTER}-2")).await?,
+    ];
+    for node in &nodes {
+        h.lab.node_stop(node)?;
+    }
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let during = writer.acknowledged().len();
+    for node in &nodes {
+        h.lab.node_start(node)?;
+    }
+    eprintln!(
+        "majority down 30 s: {} objects acknowledged meanwhile (quorum lost), {} creations failed so far",
+        during.saturating_sub(before),
+        writer.failed()
+    );
+    h.wait_available(CLUSTER, 3, Duration::from_secs(300))
+        .await?;
+    report.phases.push(
+        after_phase(
+            &writer,
+            &client,
+            "majority of etcd's nodes down 30 s, then back",
+            phase,
+            before,
+        )
+        .await?,
+    );
+
+    // 2. A member's data lost: replaced learner-first.
+    let phase = Instant::now();
+    let before = writer.acknowledged().len();
+    let member = format!("{CLUSTER}-1");
+    h.lab
+        .volume_wipe(&h.namespace, &format!("data-{member}"))
+        .await?;
+    h.lab.pod_kill(&h.namespace, &member, Some("etcd")).await?;
+    let old_id = identity.1.get(&member).map(|(id, _)| *id);
+    wait_for(
+        &format!("{member} replaced by a new voter"),
+        Duration::from_secs(300),
+        || async {
+            let now = etcd_identity(h).await?;
+            let replaced = now
+                .1
+                .get(&member)
+                .is_some_and(|(id, learner)| Some(*id) != old_id && !learner);
+            Ok(replaced && now.1.values().filter(|(_, learner)| !learner).count() == 3)
+        },
+    )
+    .await?;
+    h.wait_available(CLUSTER, 3, Duration::from_secs(300))
+        .await?;
+    report.phases.push(
+        after_phase(
+            &writer,
+            &client,
+            "a member's volume wiped: replaced",
+            phase,
+            before,
+        )
+        .await?,
+    );
+
+    // 3. A rolling upgrade of etcd.
+    let phase = Instant::now();
+    let before = writer.acknowledged().len();
+    h.patch_spec(CLUSTER, json!({ "version": TO_VERSION }))
+        .await?;
+    wait_for(
+        &format!("every member on {TO_VERSION}"),
+        Duration::from_secs(600),
+        || async {
+            let status = h.status(CLUSTER).await?;
+            Ok(status.version.as_deref() == Some(TO_VERSION)
+                && status.updated_members == 3
+                && status.ready_members == 3
+                && condition_true(&status, "Available"))
+        },
+    )
+    .await?;
+    report.phases.push(
+        after_phase(
+            &writer,
+            &client,
+            &format!("rolling upgrade {FROM_VERSION} -> {TO_VERSION}"),
+            phase,
+            before,
+        )
+        .await?,
+    );
+
+    // The end: the writer stops, the informer must catch up with the list.
+    let failed = writer.failed();
+    let acknowledged = writer.stop().await;
+    let list = listed(&client).await?;
+    let missing: Vec<&String> = acknowledged.iter().filter(|n| !list.contains(*n)).collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{} acknowledged objects are gone: {:?}",
+            missing.len(),
+            &missing[..missing.len().min(20)]
+        )
+        .into());
+    }
+    let caught_up = wait_for(
+        "the informer's cache to be the API server's list",
+        Duration::from_secs(60),
+        || async { Ok(informer.cache() == list) },
+    )
+    .await;
+    if let Err(error) = caught_up {
+        let cache = informer.cache();
+        let stale: BTreeSet<&String> = cache.difference(&list).collect();
+        let unseen: BTreeSet<&String> = list.difference(&cache).collect();
+        return Err(format!(
+            "{error}: the informer holds {} objects the API server does not list ({stale:?}) and misses {}",
+            stale.len(),
+            unseen.len()
+        )
+        .into());
+    }
+    let same = etcd_identity(h).await?;
+    if same.0 != identity.0 {
+        return Err(format!("the cluster ID changed: {:x} -> {:x}", identity.0, same.0).into());
+    }
+    report.acknowledged = acknowledged.len();
+    report.failed = failed;
+    report.listed = list.len();
+    report.informer_relists = informer.relists();
+    report.informer_errors = informer.errors();
+    informer.stop();
+    apiserver.stop().await;
+    Ok(report)
+}
+
+/// Cluster ID and members (name -> (ID, learner)), asked of etcd over TLS
+/// with the users' client certificate.
+async fn etcd_identity(h: &Harness) -> TestResult<(u64, BTreeMap<String, (u64, bool)>)> {
+    let mut etcd = test_kit::tls_client::user_client(h, CLUSTER).await?;
+    let list = etcd.member_list().await?;
+    Ok((
+        list.header().map(|h| h.cluster_id()).unwrap_or_default(),
+        list.members()
+            .iter()
+            .map(|m| (m.name().to_owned(), (m.id(), m.is_learner())))
+            .collect(),
+    ))
+}
+
+/// Waits until `at_least` more objects are acknowledged than now.
+async fn progress(writer: &ObjectWriter, at_least: usize, timeout: Duration) -> TestResult {
+    let from = writer.acknowledged().len();
+    wait_for(
+        &format!("{at_least} more objects acknowledged by the tenant API server"),
+        timeout,
+        || async { Ok(writer.acknowledged().len() >= from + at_least) },
+    )
+    .await
+}
+
+/// After a phase's fault: objects acknowledged again, and every object
+/// acknowledged so far listed.
+async fn after_phase(
+    writer: &ObjectWriter,
+    client: &kube::Client,
+    name: &str,
+    started: Instant,
+    before: usize,
+) -> TestResult<Phase> {
+    progress(writer, 20, Duration::from_secs(180)).await?;
+    let took = started.elapsed();
+    let acknowledged = writer.acknowledged();
+    let list = listed(client).await?;
+    let missing: Vec<&String> = acknowledged.iter().filter(|n| !list.contains(*n)).collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "after \"{name}\": {} acknowledged objects are not listed: {:?}",
+            missing.len(),
+            &missing[..missing.len().min(20)]
+        )
+        .into());
+    }
+    eprintln!(
+        "{name}: objects acknowledged again {took:.1?} after the fault; all {} acknowledged objects listed",
+        acknowledged.len()
+    );
+    Ok(Phase {
+        name: name.to_owned(),
+        took,
+        acknowledged: (before, acknowledged.len()),
+        listed: list.len(),
+    })
+}
