@@ -23,7 +23,7 @@ image: ## the OCI images of the operator and of each pinned etcd release, in tar
 demo: setup image ## the lab (running the images) with a durable etcd cluster surviving the loss of a majority
 	bash scripts/demo.sh
 
-demo-hosted: setup ## a tenant kube-apiserver storing in an operator-managed cluster, through a majority loss, a member replacement and an upgrade
+demo-hosted: setup ## a tenant kube-apiserver storing in an operator-managed cluster, through a majority loss, a member replacement, an upgrade and a restore
 	./target/release/etcd-hosted
 
 test: deps ## lint, unit, property, etcd integration and end-to-end lab tests

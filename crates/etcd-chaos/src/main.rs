@@ -89,17 +89,22 @@ fn main() -> ExitCode {
     let outcome = test_kit::e2e::try_run("chaos", &operator, move |h| {
         Box::pin(async move {
             let report = campaign::run(h, &options).await?;
+            let findings = report.findings.len();
             if let Ok(mut slot) = filled.lock() {
                 *slot = Some(report);
+            }
+            // A campaign with findings keeps its lab, with its logs, for a
+            // look at what happened.
+            if findings > 0 {
+                return Err(format!("{findings} findings").into());
             }
             Ok(())
         })
     });
-    if let Err(error) = outcome {
-        eprintln!("etcd-chaos: the campaign could not run: {error}");
-        return ExitCode::from(2);
-    }
     let Some(report) = slot.lock().ok().and_then(|mut s| s.take()) else {
+        if let Err(error) = outcome {
+            eprintln!("etcd-chaos: the campaign could not run: {error}");
+        }
         return ExitCode::from(2);
     };
     match write(&report, &args.out, args.summary.as_deref()) {

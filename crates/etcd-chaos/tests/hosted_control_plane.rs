@@ -1,8 +1,11 @@
 //! The hosted control plane scenario of the README's test command, run as
 //! `make demo-hosted` runs it: `etcd-hosted` must pass (every object the
 //! tenant API server acknowledged is listed after a majority loss, a
-//! member replacement and a rolling upgrade of etcd; the informer's cache
-//! ends equal to the API server's list) and say so. Needs root, the
+//! member replacement and a rolling upgrade of etcd; after a restore from
+//! a full backup into a new cluster, every one written up to the backup's
+//! reported revision and none acknowledged after it finished; the
+//! informer lists again after the restore and its cache ends equal to the
+//! API server's list) and say so. Needs root, the
 //! upstream binaries and `etcd-operator` beside `etcd-hosted`
 //! (`cargo build --workspace --bins`).
 
@@ -21,6 +24,7 @@ fn a_tenant_api_server_keeps_every_object_through_etcd_faults() {
         "majority of etcd's nodes down 30 s, then back",
         "a member's volume wiped: replaced",
         "rolling upgrade 3.6.16 -> 3.7.3",
+        "restore from a full backup into a new cluster",
     ] {
         assert!(
             stdout.contains(&format!("| {phase} |")),
@@ -29,6 +33,7 @@ fn a_tenant_api_server_keeps_every_object_through_etcd_faults() {
     }
     assert!(
         stdout.contains("every one listed at the end")
+            && stdout.contains("every object written up to it is there, none acknowledged after the backup finished")
             && stdout.contains("its cache equals the API server's list"),
         "{stdout}"
     );

@@ -54,12 +54,16 @@ fn main() -> ExitCode {
         );
     }
     println!(
-        "\n{} objects acknowledged by the tenant API server, every one listed at the end ({} listed; {} creations failed or timed out, their outcome unknown). The informer listed {} times and met {} watch errors; its cache equals the API server's list.",
+        "\n{} objects acknowledged by the tenant API server, every one listed at the end but those the restore could not hold ({} listed; {} creations failed or timed out, their outcome unknown). The informer listed {} times and met {} watch errors; its cache equals the API server's list.",
         report.acknowledged,
         report.listed,
         report.failed,
         report.informer_relists,
         report.informer_errors
+    );
+    println!(
+        "Restored from a full backup reporting revision {}: every object written up to it is there, none acknowledged after the backup finished; of the {} written after that revision while the backup ran, {} are there (the reported revision is the member's just before the snapshot began, a lower bound of the snapshot's).",
+        report.restored_revision, report.written_during_backup.0, report.written_during_backup.1
     );
     ExitCode::SUCCESS
 }

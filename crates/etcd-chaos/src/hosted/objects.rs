@@ -37,7 +37,7 @@ fn object(name: &str) -> ConfigMap {
 pub struct ObjectWriter {
     stop: Arc<AtomicBool>,
     next: Arc<AtomicU64>,
-    acknowledged: Arc<Mutex<Vec<String>>>,
+    acknowledged: Arc<Mutex<Vec<(String, u64)>>>,
     failed: Arc<AtomicU64>,
     task: JoinHandle<()>,
 }
@@ -67,6 +67,15 @@ impl ObjectWriter {
 
     /// Objects acknowledged so far.
     pub fn acknowledged(&self) -> Vec<String> {
+        self.acknowledged_at()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// Objects acknowledged so far, each with the resource version the API
+    /// server gave it (etcd's revision of the write).
+    pub fn acknowledged_at(&self) -> Vec<(String, u64)> {
         self.acknowledged
             .lock()
             .map(|a| a.clone())
@@ -89,7 +98,7 @@ impl ObjectWriter {
         let _ = self.task.await;
         self.acknowledged
             .lock()
-            .map(|a| a.clone())
+            .map(|a| a.iter().map(|(name, _)| name.clone()).collect())
             .unwrap_or_default()
     }
 }
@@ -98,7 +107,7 @@ async fn write(
     api: Api<ConfigMap>,
     stop: Arc<AtomicBool>,
     next: Arc<AtomicU64>,
-    acknowledged: Arc<Mutex<Vec<String>>>,
+    acknowledged: Arc<Mutex<Vec<(String, u64)>>>,
     failed: Arc<AtomicU64>,
 ) {
     while !stop.load(Ordering::SeqCst) {
@@ -109,9 +118,14 @@ async fn write(
         )
         .await;
         match created {
-            Ok(Ok(_)) => {
+            Ok(Ok(created)) => {
+                let revision = created
+                    .metadata
+                    .resource_version
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
                 if let Ok(mut acknowledged) = acknowledged.lock() {
-                    acknowledged.push(name);
+                    acknowledged.push((name, revision));
                 }
             }
             _ => {

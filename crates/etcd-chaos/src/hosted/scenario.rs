@@ -1,10 +1,14 @@
 //! The hosted control plane scenario: a tenant `kube-apiserver` storing in
 //! an operator-managed cluster, a workload creating objects through it and
 //! an informer watching them, through a majority loss and return, a member
-//! replaced after its data was wiped, and a rolling upgrade of etcd. After
-//! each: every object the tenant API server acknowledged is listed. At the
-//! end: the informer's cache is the API server's list (it serves no stale
-//! object and misses none).
+//! replaced after its data was wiped, a rolling upgrade of etcd, and a
+//! restore from a full backup into a new cluster that the tenant API server
+//! moves to. After each: every object the tenant API server acknowledged is
+//! listed (after the restore: every one written up to the backup's
+//! reported revision, by the resource versions the tenant API server
+//! returned, and none acknowledged after the backup finished). At the end: the
+//! informer has listed again since the restore, and its cache is the API
+//! server's list (it serves no stale object and misses none).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -20,6 +24,10 @@ use super::tenant::{self, TenantApiServer};
 
 /// The tenant's etcd cluster.
 pub const CLUSTER: &str = "tenant-etcd";
+/// The cluster restored from its backup.
+pub const RESTORED: &str = "tenant-etcd-restored";
+/// The claim its backups go to.
+const BACKUP_CLAIM: &str = "tenant-backups";
 /// The etcd release it starts on, and the one it is upgraded to.
 pub const FROM_VERSION: &str = "3.6.16";
 /// The release of the upgrade.
@@ -54,6 +62,15 @@ pub struct HostedReport {
     pub informer_relists: u64,
     /// Errors the informer's watch met.
     pub informer_errors: u64,
+    /// Objects acknowledged after the backup had finished and before the
+    /// tenant moved to the restored cluster: not restored, by design.
+    pub lost_to_restore: Vec<String>,
+    /// The revision of the backup the new cluster was restored from.
+    pub restored_revision: i64,
+    /// Objects written after that revision while the backup ran, and how
+    /// many of them the restore holds (the reported revision is a lower
+    /// bound of the snapshot's).
+    pub written_during_backup: (usize, usize),
 }
 
 /// Runs the scenario on `h`.
@@ -61,22 +78,11 @@ pub async fn run(h: &mut Harness) -> TestResult<HostedReport> {
     let started = Instant::now();
     h.create_available(
         CLUSTER,
-        cluster_spec_with(
-            3,
-            "lab-network",
-            json!({
-                "version": FROM_VERSION,
-                "tls": { "builtIn": {}, "clientCertificates": [{ "name": tenant::CLIENT_NAME }] },
-                // The tenant API server runs outside the Pod network.
-                "networkPolicy": { "clientsFrom": [
-                    { "ipBlock": { "cidr": format!("{}/32", etcd_lab_node::network::addressing::client_ip()) } }
-                ] },
-            }),
-        ),
+        tenant_spec(FROM_VERSION, json!({})),
         Duration::from_secs(300),
     )
     .await?;
-    let identity = etcd_identity(h).await?;
+    let identity = etcd_identity(h, CLUSTER).await?;
     let dir = std::env::temp_dir().join(format!("tenant-apiserver-{}", std::process::id()));
     let mut apiserver = TenantApiServer::start(h, CLUSTER, &dir).await?;
     apiserver.wait_ready(Duration::from_secs(180)).await?;
@@ -121,6 +127,7 @@ pub async fn run(h: &mut Harness) -> TestResult<HostedReport> {
             "majority of etcd's nodes down 30 s, then back",
             phase,
             before,
+            &report.lost_to_restore,
         )
         .await?,
     );
@@ -138,7 +145,7 @@ pub async fn run(h: &mut Harness) -> TestResult<HostedReport> {
         &format!("{member} replaced by a new voter"),
         Duration::from_secs(300),
         || async {
-            let now = etcd_identity(h).await?;
+            let now = etcd_identity(h, CLUSTER).await?;
             let replaced = now
                 .1
                 .get(&member)
@@ -156,6 +163,7 @@ pub async fn run(h: &mut Harness) -> TestResult<HostedReport> {
             "a member's volume wiped: replaced",
             phase,
             before,
+            &report.lost_to_restore,
         )
         .await?,
     );
@@ -184,15 +192,86 @@ pub async fn run(h: &mut Harness) -> TestResult<HostedReport> {
             &format!("rolling upgrade {FROM_VERSION} -> {TO_VERSION}"),
             phase,
             before,
+            &report.lost_to_restore,
         )
         .await?,
     );
+
+    // 4. A restore from backup: a full backup of the tenant's cluster, then
+    // a new cluster from it and the tenant API server moved there (as a
+    // person recovering the tenant would do it).
+    let phase = Instant::now();
+    let before = writer.acknowledged().len();
+    let relists_before = informer.relists();
+    let restore = restore_from_backup(h, &writer, &mut apiserver, &dir).await?;
+    report.lost_to_restore = restore.after_backup.clone();
+    report
+        .lost_to_restore
+        .extend(restore.during_backup.iter().cloned());
+    report.phases.push(
+        after_phase(
+            &writer,
+            &client,
+            "restore from a full backup into a new cluster",
+            phase,
+            before,
+            &report.lost_to_restore,
+        )
+        .await?,
+    );
+    let list = listed(&client).await?;
+    let lost: Vec<&String> = restore
+        .up_to_backup
+        .iter()
+        .filter(|n| !list.contains(*n))
+        .collect();
+    if !lost.is_empty() {
+        return Err(format!(
+            "{} objects written at or before the backup's revision {} are not in the restored cluster: {:?}",
+            lost.len(),
+            restore.revision,
+            &lost[..lost.len().min(20)]
+        )
+        .into());
+    }
+    let newer: Vec<&String> = restore
+        .after_backup
+        .iter()
+        .filter(|n| list.contains(*n))
+        .collect();
+    if !newer.is_empty() {
+        return Err(format!(
+            "{} objects acknowledged after the backup (revision {}) had finished are in the cluster restored from it: {:?}",
+            newer.len(),
+            restore.revision,
+            &newer[..newer.len().min(20)]
+        )
+        .into());
+    }
+    let during_restored = restore
+        .during_backup
+        .iter()
+        .filter(|n| list.contains(*n))
+        .count();
+    eprintln!(
+        "restored from the backup reporting revision {}: every one of the {} objects written up to it is there; of the {} written after it while the backup ran, {} are there; none of the {} acknowledged after it finished",
+        restore.revision,
+        restore.up_to_backup.len(),
+        restore.during_backup.len(),
+        during_restored,
+        restore.after_backup.len()
+    );
+    report.written_during_backup = (restore.during_backup.len(), during_restored);
+    report.restored_revision = restore.revision;
 
     // The end: the writer stops, the informer must catch up with the list.
     let failed = writer.failed();
     let acknowledged = writer.stop().await;
     let list = listed(&client).await?;
-    let missing: Vec<&String> = acknowledged.iter().filter(|n| !list.contains(*n)).collect();
+    let missing: Vec<&String> = acknowledged
+        .iter()
+        .filter(|n| !list.contains(*n) && !report.lost_to_restore.contains(*n))
+        .collect();
     if !missing.is_empty() {
         return Err(format!(
             "{} acknowledged objects are gone: {:?}",
@@ -218,9 +297,14 @@ pub async fn run(h: &mut Harness) -> TestResult<HostedReport> {
         )
         .into());
     }
-    let same = etcd_identity(h).await?;
+    let same = etcd_identity(h, CLUSTER).await?;
     if same.0 != identity.0 {
         return Err(format!("the cluster ID changed: {:x} -> {:x}", identity.0, same.0).into());
+    }
+    if informer.relists() <= relists_before {
+        return Err(
+            "the informer never listed again after the restore (the revision jumped): it could hold objects the restored cluster does not have".into(),
+        );
     }
     report.acknowledged = acknowledged.len();
     report.failed = failed;
@@ -234,8 +318,11 @@ pub async fn run(h: &mut Harness) -> TestResult<HostedReport> {
 
 /// Cluster ID and members (name -> (ID, learner)), asked of etcd over TLS
 /// with the users' client certificate.
-async fn etcd_identity(h: &Harness) -> TestResult<(u64, BTreeMap<String, (u64, bool)>)> {
-    let mut etcd = test_kit::tls_client::user_client(h, CLUSTER).await?;
+async fn etcd_identity(
+    h: &Harness,
+    cluster: &str,
+) -> TestResult<(u64, BTreeMap<String, (u64, bool)>)> {
+    let mut etcd = test_kit::tls_client::user_client(h, cluster).await?;
     let list = etcd.member_list().await?;
     Ok((
         list.header().map(|h| h.cluster_id()).unwrap_or_default(),
@@ -265,12 +352,16 @@ async fn after_phase(
     name: &str,
     started: Instant,
     before: usize,
+    lost_to_restore: &[String],
 ) -> TestResult<Phase> {
     progress(writer, 20, Duration::from_secs(180)).await?;
     let took = started.elapsed();
     let acknowledged = writer.acknowledged();
     let list = listed(client).await?;
-    let missing: Vec<&String> = acknowledged.iter().filter(|n| !list.contains(*n)).collect();
+    let missing: Vec<&String> = acknowledged
+        .iter()
+        .filter(|n| !list.contains(*n) && !lost_to_restore.contains(*n))
+        .collect();
     if !missing.is_empty() {
         return Err(format!(
             "after \"{name}\": {} acknowledged objects are not listed: {:?}",
@@ -288,5 +379,121 @@ async fn after_phase(
         took,
         acknowledged: (before, acknowledged.len()),
         listed: list.len(),
+    })
+}
+
+/// What a restore did: the objects the tenant API server acknowledged on
+/// the old cluster, by when they were written.
+///
+/// The backup reports the revision of the member it chose, read just
+/// before the snapshot began: a lower bound of what the snapshot holds
+/// (writes between that read and the snapshot are in it). So: written at
+/// or before the reported revision, an object must be restored;
+/// acknowledged after the backup had finished, it must not be; in
+/// between, either.
+struct Restore {
+    /// Written at or before the reported revision: must be restored.
+    up_to_backup: Vec<String>,
+    /// Written after it but acknowledged before the backup finished.
+    during_backup: Vec<String>,
+    /// Acknowledged after the backup finished: must not be restored.
+    after_backup: Vec<String>,
+    revision: i64,
+}
+
+/// The spec of a tenant cluster: mutual TLS with the API server's own
+/// client certificate, the API server let in from outside the Pod network.
+fn tenant_spec(version: &str, more: serde_json::Value) -> serde_json::Value {
+    let mut spec = cluster_spec_with(
+        3,
+        "lab-network",
+        json!({
+            "version": version,
+            "tls": { "builtIn": {}, "clientCertificates": [{ "name": tenant::CLIENT_NAME }] },
+            "networkPolicy": { "clientsFrom": [
+                { "ipBlock": { "cidr": format!("{}/32", etcd_lab_node::network::addressing::client_ip()) } }
+            ] },
+        }),
+    );
+    if let (Some(spec), serde_json::Value::Object(more)) = (spec.as_object_mut(), more) {
+        spec.extend(more);
+    }
+    spec
+}
+
+/// A full backup of the tenant's cluster to a claim, then a new cluster
+/// restored from it, and the tenant API server started again on it.
+async fn restore_from_backup(
+    h: &Harness,
+    writer: &ObjectWriter,
+    apiserver: &mut TenantApiServer,
+    dir: &std::path::Path,
+) -> TestResult<Restore> {
+    use etcd_operator::api::{BackupPhase, EtcdBackup};
+    use kube::api::PostParams;
+
+    h.create_claim(BACKUP_CLAIM).await?;
+    let destination =
+        json!({ "persistentVolumeClaim": { "claimName": BACKUP_CLAIM, "path": "etcd" } });
+    let backups: kube::Api<EtcdBackup> = kube::Api::namespaced(h.client.clone(), &h.namespace);
+    backups
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "durable-etcd.io/v1alpha1",
+                "kind": "EtcdBackup",
+                "metadata": { "name": "tenant-full" },
+                "spec": { "clusterName": CLUSTER, "destination": destination },
+            }))?,
+        )
+        .await?;
+    wait_for("the full backup", Duration::from_secs(180), || async {
+        let status = backups.get("tenant-full").await?.status.unwrap_or_default();
+        if status.phase == Some(BackupPhase::Failed) {
+            return Err(format!("the backup failed: {:?}", status.error).into());
+        }
+        Ok(status.phase == Some(BackupPhase::Succeeded))
+    })
+    .await?;
+    let finished = writer.acknowledged_at().len();
+    let revision = backups
+        .get("tenant-full")
+        .await?
+        .status
+        .and_then(|s| s.revision)
+        .unwrap_or_default();
+    eprintln!("full backup at revision {revision}");
+    // A little more traffic the backup does not hold, then the move.
+    progress(writer, 20, Duration::from_secs(60)).await?;
+    apiserver.stop_in_place().await;
+    let at = u64::try_from(revision).unwrap_or(0);
+    let acknowledged = writer.acknowledged_at();
+    let (mut up_to_backup, mut during_backup, mut after_backup) = (vec![], vec![], vec![]);
+    for (index, (name, written)) in acknowledged.into_iter().enumerate() {
+        if written <= at {
+            up_to_backup.push(name);
+        } else if index < finished {
+            during_backup.push(name);
+        } else {
+            after_backup.push(name);
+        }
+    }
+    h.create_cluster(
+        RESTORED,
+        tenant_spec(
+            TO_VERSION,
+            json!({ "bootstrap": { "fromBackup": { "destination": destination, "clusterName": CLUSTER } } }),
+        ),
+    )
+    .await?;
+    h.wait_available(RESTORED, 3, Duration::from_secs(300))
+        .await?;
+    *apiserver = TenantApiServer::start(h, RESTORED, dir).await?;
+    apiserver.wait_ready(Duration::from_secs(180)).await?;
+    Ok(Restore {
+        up_to_backup,
+        during_backup,
+        after_backup,
+        revision,
     })
 }

@@ -59,8 +59,10 @@ pub struct TenantApiServer {
 
 impl TenantApiServer {
     /// Writes its files under `dir` (the etcd client certificate from the
-    /// cluster's Secret, a fresh ECDSA P-256 service-account key) and
-    /// starts it in the lab's client namespace.
+    /// cluster's Secret; a fresh ECDSA P-256 service-account key and a
+    /// fresh token unless `dir` has them from an earlier start, so that
+    /// clients keep working across a restart) and starts it in the lab's
+    /// client namespace.
     pub async fn start(h: &Harness, cluster: &str, dir: &Path) -> TestResult<Self> {
         std::fs::create_dir_all(dir.join("serving"))?;
         let secret_name = format!("{cluster}-client-{CLIENT_NAME}-tls");
@@ -82,17 +84,25 @@ impl TenantApiServer {
                 .ok_or_else(|| format!("Secret {secret_name} has no {key}"))?;
             std::fs::write(dir.join(file), &value.0)?;
         }
-        let key = rcgen::KeyPair::generate()?;
-        let token = hex_of(&rand::random::<[u8; 32]>());
-        std::fs::write(
-            dir.join("tokens.csv"),
-            format!("{token},tenant-admin,tenant-admin,system:masters\n"),
-        )?;
-        std::fs::write(dir.join("sa.key"), key.serialize_pem())?;
-        std::fs::write(dir.join("sa.pub"), key.public_key_pem())?;
+        let tokens = dir.join("tokens.csv");
+        if !tokens.exists() {
+            let key = rcgen::KeyPair::generate()?;
+            let token = hex_of(&rand::random::<[u8; 32]>());
+            std::fs::write(dir.join("sa.key"), key.serialize_pem())?;
+            std::fs::write(dir.join("sa.pub"), key.public_key_pem())?;
+            std::fs::write(
+                &tokens,
+                format!("{token},tenant-admin,tenant-admin,system:masters\n"),
+            )?;
+        }
+        let token = std::fs::read_to_string(&tokens)?
+            .split(',')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
 
         let binary = etcd_lab::upstream::Binaries::locate()?.kube("kube-apiserver");
-        let log = dir.join("kube-apiserver.log");
+        let log = dir.join(format!("kube-apiserver-{cluster}.log"));
         let out = std::fs::File::create(&log)?;
         let child = tokio::process::Command::new("ip")
             .args(["netns", "exec", CLIENT_NETNS])
@@ -152,6 +162,11 @@ impl TenantApiServer {
 
     /// Stops it.
     pub async fn stop(mut self) {
+        self.stop_in_place().await;
+    }
+
+    /// Stops it, keeping its files for a start again.
+    pub async fn stop_in_place(&mut self) {
         let _ = self.child.kill().await;
     }
 }

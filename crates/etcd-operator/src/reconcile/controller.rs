@@ -30,6 +30,9 @@ use super::error::{Category, ReconcileError};
 use super::node_index::{ClusterKey, NodeIndex};
 use super::pipeline;
 use super::tls_memory::TlsMemory;
+use super::vanished::touched_or_vanished;
+use super::watch_backoff::{WatchBackoff, paused_after_errors};
+use super::watch_task::in_own_task;
 use super::watched::WatchedObjects;
 use crate::api::EtcdBackupSchedule;
 use crate::api::identity::MANAGED_BY_LABEL;
@@ -105,11 +108,13 @@ pub async fn run(
     // for its next pass already).
     let cluster_copy = reflector::store::Writer::new(resource.clone());
     let cluster_store = cluster_copy.as_reader();
-    let cluster_changes = watcher(clusters, watcher::Config::default())
-        .default_backoff()
-        .reflect(cluster_copy)
-        .applied_objects()
-        .predicate_filter(written_by_people, PredicateConfig::default());
+    let cluster_changes = in_own_task(
+        "EtcdCluster",
+        paused_after_errors(watcher(clusters, watcher::Config::default()))
+            .reflect(cluster_copy)
+            .applied_objects()
+            .predicate_filter(written_by_people, PredicateConfig::default()),
+    );
     let controller = Controller::for_stream_with(cluster_changes, cluster_store, resource)
         .owns_stream(pod_changes)
         .owns_stream(pvc_changes)
@@ -166,6 +171,9 @@ pub async fn run(
                 .debounce(PASS_DEBOUNCE)
                 .concurrency(config.concurrency),
         )
+        // The watches keep their errors (`watch_task`); should one reach
+        // the merged triggers, they pause briefly, not for kube's 30 s.
+        .trigger_backoff(WatchBackoff::default())
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
@@ -189,7 +197,8 @@ pub async fn run(
 }
 
 /// A watch of `api` that keeps a copy of what it sees, and the stream of
-/// changed objects (deleted ones included).
+/// changed objects (deleted ones included, and those that vanished while
+/// the watch was away).
 fn copied<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -207,11 +216,17 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let changes = watcher(api, config)
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects();
+    let changes = in_own_task(
+        kind_name::<K>(),
+        touched_or_vanished(paused_after_errors(watcher(api, config)).reflect(writer)),
+    );
     (store, changes)
+}
+
+/// The short name of a watched kind, for logs.
+fn kind_name<K>() -> &'static str {
+    let name = std::any::type_name::<K>();
+    name.rsplit("::").next().unwrap_or(name)
 }
 
 /// [`copied`] for an untyped kind.
@@ -224,10 +239,12 @@ fn copied_untyped(
 ) {
     let writer = reflector::store::Writer::new(resource);
     let store = writer.as_reader();
-    let changes = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects();
+    let changes = in_own_task(
+        "EtcdBackupSchedule",
+        touched_or_vanished(
+            paused_after_errors(watcher(api, watcher::Config::default())).reflect(writer),
+        ),
+    );
     (store, changes)
 }
 

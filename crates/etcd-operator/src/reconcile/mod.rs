@@ -39,7 +39,10 @@ pub(crate) mod status;
 pub(crate) mod tls_material;
 mod tls_memory;
 pub(crate) mod transport;
+mod vanished;
 pub mod volume_usage;
+mod watch_backoff;
+mod watch_task;
 mod watched;
 
 pub use act::{Child, Step};
