@@ -99,6 +99,15 @@ impl ControlPlane<'_> {
             pid_file: self.paths.pid_file(component.name()),
             cgroup: component.cgroup(),
             netns: None,
+            // kube-scheduler exits on purpose when it finds its cache
+            // corrupted (after an API server restart, for one), and
+            // counts on its kubelet to start it again; so may the
+            // controller manager. The backing etcd and the API server stop
+            // only when a test stops them.
+            restart_on_exit: matches!(
+                component,
+                Component::Scheduler | Component::ControllerManager
+            ),
         }
     }
 

@@ -102,6 +102,7 @@ pub fn start_agent(
         pid_file: paths.pid_file(&name),
         cgroup: agent_cgroup(&node.name),
         netns: Some(addressing::node_netns_name(&node.name)),
+        restart_on_exit: false,
     };
     process::spawn(&spec, cgroups)
 }

@@ -28,6 +28,10 @@ pub struct ProcessSpec {
     pub cgroup: String,
     /// Network namespace (under /run/netns) to start in; the host's when `None`.
     pub netns: Option<String>,
+    /// Started again a second after it exits, as a kubelet restarts a
+    /// static Pod (the pid file names the supervising shell; SIGTERM to
+    /// it stops the process and the supervision).
+    pub restart_on_exit: bool,
 }
 
 /// The shell step that puts itself in the cgroup, then forks the process in
@@ -42,6 +46,21 @@ cgroup="$1"; log="$2"; pidfile="$3"; shift 3
 echo $$ > "$cgroup/cgroup.procs" || exit 90
 setsid "$@" </dev/null >>"$log" 2>&1 &
 echo $! > "$pidfile.tmp" && mv "$pidfile.tmp" "$pidfile""#;
+
+/// The supervising shell of a process started again when it exits:
+/// `$1` names it in the log, the rest is the command.
+const SUPERVISOR: &str = r#"name="$1"; shift
+child=0
+trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 0' TERM INT
+while :; do
+  "$@" &
+  child=$!
+  wait "$child"
+  status=$?
+  echo "etcd-lab: $name exited (status $status); starting it again in 1 s"
+  sleep 1 &
+  wait $!
+done"#;
 
 /// Starts `spec` detached and returns its pid.
 pub fn spawn(spec: &ProcessSpec, cgroups: &LabCgroups) -> Result<i32> {
@@ -59,6 +78,14 @@ pub fn spawn(spec: &ProcessSpec, cgroups: &LabCgroups) -> Result<i32> {
         .arg(&group)
         .arg(&spec.log)
         .arg(&spec.pid_file);
+    if spec.restart_on_exit {
+        command
+            .arg("/bin/bash")
+            .arg("-c")
+            .arg(SUPERVISOR)
+            .arg("etcd-lab-supervisor")
+            .arg(&spec.name);
+    }
     if let Some(netns) = &spec.netns {
         command
             .arg("nsenter")

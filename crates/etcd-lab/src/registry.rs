@@ -108,6 +108,7 @@ pub async fn start(
         pid_file: paths.pid_file(NAME),
         cgroup: NAME.to_owned(),
         netns: None,
+        restart_on_exit: false,
     };
     process::spawn(&spec, cgroups)?;
     wait_listening(Duration::from_secs(30)).await?;

@@ -31,6 +31,7 @@ pub fn start(paths: &LabPaths, cgroups: &LabCgroups, etcd_lab_binary: &Path) -> 
         pid_file: paths.pid_file(NAME),
         cgroup: NAME.to_owned(),
         netns: None,
+        restart_on_exit: false,
     };
     process::spawn(&spec, cgroups)
 }

@@ -34,6 +34,7 @@ fn lab_runs_a_stateful_workload_and_leaves_nothing_behind() {
         let text = String::from_utf8_lossy(&status.stdout);
         assert!(status.status.success(), "status: {text}");
         check_statefulset(&test, &lab).await;
+        check_scheduler_is_restarted(&lab).await;
     });
     drop(runtime);
     test.down_leaves_nothing();
@@ -209,4 +210,72 @@ async fn pod_uid(pods: &Api<Pod>, name: &str) -> String {
         .metadata
         .uid
         .expect("uid")
+}
+
+/// kube-scheduler exits on purpose when it finds its cache corrupted (after
+/// an API server restart, say) and counts on its kubelet to start it
+/// again: the lab does the same. Its process is killed; a new one runs and
+/// schedules a Pod.
+async fn check_scheduler_is_restarted(lab: &Lab) {
+    let supervisor = std::fs::read_to_string(lab.paths().pid_file("kube-scheduler"))
+        .ok()
+        .and_then(|p| p.trim().parse::<i32>().ok())
+        .expect("kube-scheduler pid file");
+    let children = || {
+        std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "kube-scheduler")
+            })
+            .collect::<Vec<i32>>()
+    };
+    let first = children();
+    assert_eq!(
+        first.len(),
+        1,
+        "one kube-scheduler under its supervisor: {first:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill kube-scheduler");
+    wait_until(
+        "kube-scheduler started again",
+        Duration::from_secs(60),
+        || async {
+            let now = children();
+            (now.len() == 1 && now[0] != first[0]).then_some(())
+        },
+    )
+    .await;
+    // And it schedules: a Pod made now gets a node.
+    let pods: Api<Pod> = Api::namespaced(lab.kube_client().await.expect("client"), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "after-scheduler-restart" },
+        "spec": { "containers": [{ "name": "c", "image": "lab.local/host", "command": ["sleep", "30"] }] }
+    }))
+    .expect("pod");
+    pods.create(&Default::default(), &pod)
+        .await
+        .expect("create pod");
+    wait_until(
+        "the Pod scheduled by the new kube-scheduler",
+        Duration::from_secs(60),
+        || async {
+            pods.get("after-scheduler-restart")
+                .await
+                .ok()?
+                .spec?
+                .node_name
+                .map(|_| ())
+        },
+    )
+    .await;
+    pods.delete("after-scheduler-restart", &DeleteParams::default())
+        .await
+        .expect("delete pod");
 }
