@@ -18,7 +18,7 @@ use super::metadata::{
     BackupMetadata, BackupWriter, ENCRYPTED_SUFFIX, FORMAT, SNAPSHOT_SUFFIX,
     unique_backup_base_name,
 };
-use super::source::{SnapshotSource, choose_source, ids, open_snapshot};
+use super::source::{SnapshotSource, choose_source, ids, open_snapshot, settle_revision};
 use super::verify::SnapshotVerifier;
 use super::{BackupError, BackupStore, Corruption};
 use crate::etcd::ConnectSettings;
@@ -94,7 +94,8 @@ pub async fn take_backup(
 ) -> Result<TakenBackup, BackupError> {
     let started = Instant::now();
     let started_at = Utc::now();
-    let source = choose_source(endpoints, &options.settings).await?;
+    let mut source = choose_source(endpoints, &options.settings).await?;
+    settle_revision(&mut source, &options.settings).await;
     let mut tag = [0u8; 3];
     getrandom::fill(&mut tag).map_err(|e| {
         BackupError::io(

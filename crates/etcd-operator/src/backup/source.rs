@@ -202,6 +202,48 @@ pub async fn open_snapshot(
         .map_err(stream_error)
 }
 
+/// Brings `source.revision` up to everything committed before the
+/// snapshot is opened: a linearizable read through the member returns only
+/// once the member has applied what the cluster had committed when the
+/// read began, and its revision then. The snapshot, opened on that member
+/// afterwards, holds at least that revision, so every write acknowledged
+/// before the backup started is in it and the recorded revision says so.
+/// (The status revision the member was chosen by can lag what it has
+/// applied by the time the snapshot opens: a follower behind its leader.)
+/// The snapshot may still hold writes made after this read; the recorded
+/// revision stays a lower bound of its content. Keeps the status revision
+/// when the read fails.
+pub async fn settle_revision(source: &mut SnapshotSource, settings: &ConnectSettings) {
+    let options = ConnectOptions::new()
+        .with_connect_timeout(settings.connect_timeout)
+        .with_timeout(settings.request_timeout);
+    let options = with_tls(options, settings.tls.as_deref());
+    let read = async {
+        let mut client = Client::connect([source.endpoint.as_str()], Some(options)).await?;
+        // Any key (etcd refuses an empty one): only the header's revision
+        // is wanted.
+        client
+            .get(
+                [0u8],
+                Some(etcd_client::GetOptions::new().with_count_only()),
+            )
+            .await
+    };
+    match tokio::time::timeout(settings.request_timeout, read).await {
+        Ok(Ok(response)) => {
+            if let Some(header) = response.header() {
+                source.revision = source.revision.max(header.revision());
+            }
+        }
+        Ok(Err(error)) => {
+            tracing::debug!(endpoint = %source.endpoint, %error, "linearizable read before the snapshot failed; the status revision stands")
+        }
+        Err(_) => {
+            tracing::debug!(endpoint = %source.endpoint, "no linearizable read before the snapshot in time; the status revision stands")
+        }
+    }
+}
+
 /// Hex member and cluster IDs for status and metadata.
 pub fn ids(source: &SnapshotSource) -> (String, String) {
     (format_id(source.member_id), format_id(source.cluster_id))
