@@ -170,6 +170,27 @@ fn init_logging(format: LogFormat) {
     }
 }
 
+/// The API server's version, asked until it answers (1 s, doubling to
+/// 10 s, between tries). An operator started while the API server is away
+/// (restarting, cut off) waits for it instead of exiting and waiting out
+/// its Pod's restart back-off; the chaos campaign met an operator started
+/// during an API server outage that exited and never came back.
+async fn wait_for_api_server(
+    client: &kube::Client,
+) -> k8s_openapi::apimachinery::pkg::version::Info {
+    let mut pause = std::time::Duration::from_secs(1);
+    loop {
+        match client.apiserver_version().await {
+            Ok(version) => return version,
+            Err(error) => {
+                tracing::warn!(%error, retry_in = ?pause, "the API server does not answer yet");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(10));
+            }
+        }
+    }
+}
+
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let health = Health::default();
@@ -182,10 +203,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("build a Kubernetes client (in-cluster config or KUBECONFIG)")?;
-    let version = client
-        .apiserver_version()
-        .await
-        .context("reach the API server")?;
+    let version = wait_for_api_server(&client).await;
     tracing::info!(apiserver = %version.git_version, namespace = ?args.namespace, "connected");
 
     let config = ControllerConfig {
