@@ -54,7 +54,7 @@ fn main() -> ExitCode {
         );
     }
     println!(
-        "\n{} objects acknowledged by the tenant API server, every one listed at the end but those the restore could not hold ({} listed; {} creations failed or timed out, their outcome unknown). The informer listed {} times and met {} watch errors; its cache equals the API server's list.",
+        "\n{} objects acknowledged by the tenant API server, every one listed at the end but those the restore could not hold ({} listed; {} creations failed or timed out, their outcome unknown). The informer listed {} times and met {} watch errors.",
         report.acknowledged,
         report.listed,
         report.failed,
