@@ -175,11 +175,24 @@ impl EtcdProcess {
     }
 
     /// Sends `signal` (SIGSTOP freezes it: it accepts connections but never
-    /// answers; SIGCONT thaws it).
+    /// answers; SIGCONT thaws it). After SIGSTOP it returns only once every
+    /// thread has stopped: the kernel stops a process's threads one by one,
+    /// and on a busy machine the others can still answer requests meanwhile.
     pub fn signal(&self, signal: nix::sys::signal::Signal) {
-        let pid = self.child.as_ref().expect("running").id();
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid"));
+        let raw = self.child.as_ref().expect("running").id();
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(raw).expect("pid"));
         nix::sys::signal::kill(pid, signal).expect("signal etcd");
+        if signal == nix::sys::signal::Signal::SIGSTOP {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !every_thread_stopped(raw) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{} did not stop within 10 s of SIGSTOP",
+                    self.name
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
     }
 
     /// Whether the process has ended (or was never started).
@@ -356,4 +369,20 @@ pub async fn restore_and_start(snapshot: &Path, root: &Path) -> EtcdProcess {
         .with_peer_url(&peer_url);
     member.start_restored().await;
     member
+}
+
+/// Whether every thread of process `pid` is stopped (state `T` in
+/// `/proc/<pid>/task/<tid>/stat`).
+fn every_thread_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            // The state follows the command name, which is in parentheses.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .is_some_and(|state| state == "T" || state == "t")
+        })
+    })
 }
