@@ -54,12 +54,13 @@ fn main() -> ExitCode {
         );
     }
     println!(
-        "\n{} objects acknowledged by the tenant API server, every one listed at the end but those the restore could not hold ({} listed; {} creations failed or timed out, their outcome unknown). The informer listed {} times and met {} watch errors.",
+        "\n{} objects acknowledged by the tenant API server, every one listed at the end but those the restore could not hold ({} listed; {} creations failed or timed out, their outcome unknown). The informer listed {} times and met {} watch errors; it listed the restored cluster {:.1?} after the old API server stopped (its watch got 410 Gone) and its cache then equalled the list.",
         report.acknowledged,
         report.listed,
         report.failed,
         report.informer_relists,
-        report.informer_errors
+        report.informer_errors,
+        report.informer_relisted_after_move.unwrap_or_default()
     );
     println!(
         "Restored from a full backup reporting revision {}: every object written up to it is there, none acknowledged after the backup finished; of the {} written after that revision while the backup ran, {} are there (the reported revision is the member's just before the snapshot began, a lower bound of the snapshot's).",

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -151,44 +151,67 @@ pub async fn listed(client: &kube::Client) -> kube::Result<BTreeSet<String>> {
         .collect())
 }
 
-/// An informer of the tenant namespace's ConfigMaps: its cache and how
-/// often it listed everything again.
+/// An informer of the tenant namespace's ConfigMaps: its cache, when it
+/// listed everything again, and the errors its watch met.
 pub struct Informer {
-    cache: Arc<Mutex<BTreeSet<String>>>,
-    relists: Arc<AtomicU64>,
-    errors: Arc<AtomicU64>,
+    seen: Arc<Mutex<Seen>>,
     task: JoinHandle<()>,
+}
+
+/// What the informer has seen so far.
+#[derive(Default)]
+struct Seen {
+    cache: BTreeSet<String>,
+    /// When each full list (the first one included) ended.
+    relisted_at: Vec<Instant>,
+    errors: u64,
+    last_error: Option<String>,
 }
 
 impl Informer {
     /// Starts watching through `client`.
     pub fn start(client: kube::Client) -> Self {
-        let cache = Arc::new(Mutex::new(BTreeSet::new()));
-        let relists = Arc::new(AtomicU64::new(0));
-        let errors = Arc::new(AtomicU64::new(0));
+        let seen = Arc::new(Mutex::new(Seen::default()));
         let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
-        let task = tokio::spawn(inform(api, cache.clone(), relists.clone(), errors.clone()));
-        Self {
-            cache,
-            relists,
-            errors,
-            task,
+        let task = tokio::spawn(inform(api, seen.clone()));
+        Self { seen, task }
+    }
+
+    fn with<T>(&self, read: impl FnOnce(&Seen) -> T) -> T {
+        match self.seen.lock() {
+            Ok(seen) => read(&seen),
+            Err(poisoned) => read(&poisoned.into_inner()),
         }
     }
 
     /// The names in the cache now.
     pub fn cache(&self) -> BTreeSet<String> {
-        self.cache.lock().map(|c| c.clone()).unwrap_or_default()
+        self.with(|s| s.cache.clone())
     }
 
     /// Full lists so far (the first one included).
     pub fn relists(&self) -> u64 {
-        self.relists.load(Ordering::SeqCst)
+        self.with(|s| s.relisted_at.len() as u64)
+    }
+
+    /// How long after `instant` the first full list since then ended.
+    pub fn relisted_after(&self, instant: Instant) -> Option<Duration> {
+        self.with(|s| {
+            s.relisted_at
+                .iter()
+                .find(|at| **at > instant)
+                .map(|at| at.duration_since(instant))
+        })
     }
 
     /// Errors the watch met (each followed by a retry).
     pub fn errors(&self) -> u64 {
-        self.errors.load(Ordering::SeqCst)
+        self.with(|s| s.errors)
+    }
+
+    /// The last error the watch met.
+    pub fn last_error(&self) -> Option<String> {
+        self.with(|s| s.last_error.clone())
     }
 
     /// Stops the informer.
@@ -197,38 +220,31 @@ impl Informer {
     }
 }
 
-async fn inform(
-    api: Api<ConfigMap>,
-    cache: Arc<Mutex<BTreeSet<String>>>,
-    relists: Arc<AtomicU64>,
-    errors: Arc<AtomicU64>,
-) {
+async fn inform(api: Api<ConfigMap>, seen: Arc<Mutex<Seen>>) {
     let mut events = watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
     let mut listing = BTreeSet::new();
     let ours = |object: &ConfigMap| Some(object.name_any()).filter(|n| n.starts_with("object-"));
     while let Some(event) = events.next().await {
+        let Ok(mut seen) = seen.lock() else {
+            return;
+        };
         match event {
-            Err(_) => {
-                errors.fetch_add(1, Ordering::SeqCst);
+            Err(error) => {
+                seen.errors += 1;
+                seen.last_error = Some(error.to_string());
             }
             Ok(watcher::Event::Init) => listing.clear(),
             Ok(watcher::Event::InitApply(object)) => listing.extend(ours(&object)),
             Ok(watcher::Event::InitDone) => {
-                relists.fetch_add(1, Ordering::SeqCst);
-                if let Ok(mut cache) = cache.lock() {
-                    *cache = std::mem::take(&mut listing);
-                }
+                seen.relisted_at.push(Instant::now());
+                seen.cache = std::mem::take(&mut listing);
             }
-            Ok(watcher::Event::Apply(object)) => {
-                if let Ok(mut cache) = cache.lock() {
-                    cache.extend(ours(&object));
-                }
-            }
+            Ok(watcher::Event::Apply(object)) => seen.cache.extend(ours(&object)),
             Ok(watcher::Event::Delete(object)) => {
-                if let (Ok(mut cache), Some(name)) = (cache.lock(), ours(&object)) {
-                    cache.remove(&name);
+                if let Some(name) = ours(&object) {
+                    seen.cache.remove(&name);
                 }
             }
         }

@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::Secret;
 use test_kit::TestResult;
 use test_kit::e2e::Harness;
 use test_kit::poll::wait_for;
+use test_kit::tls_client::read_secret_material;
 
 /// The name of its client certificate in the cluster's spec.
 pub const CLIENT_NAME: &str = "apiserver";
@@ -73,16 +74,13 @@ impl TenantApiServer {
             || async { Ok(secrets.get_opt(&secret_name).await?.is_some()) },
         )
         .await?;
-        let data = secrets.get(&secret_name).await?.data.unwrap_or_default();
-        for (key, file) in [
-            ("ca.crt", "etcd-ca.crt"),
-            ("tls.crt", "etcd-client.crt"),
-            ("tls.key", "etcd-client.key"),
+        let material = read_secret_material(&secrets, &secret_name).await?;
+        for (value, file) in [
+            (&material.ca, "etcd-ca.crt"),
+            (&material.cert, "etcd-client.crt"),
+            (&material.key, "etcd-client.key"),
         ] {
-            let value = data
-                .get(key)
-                .ok_or_else(|| format!("Secret {secret_name} has no {key}"))?;
-            std::fs::write(dir.join(file), &value.0)?;
+            std::fs::write(dir.join(file), value)?;
         }
         let tokens = dir.join("tokens.csv");
         if !tokens.exists() {
