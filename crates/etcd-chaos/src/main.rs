@@ -86,7 +86,9 @@ fn main() -> ExitCode {
     );
     let slot: Arc<Mutex<Option<Report>>> = Arc::default();
     let filled = slot.clone();
-    let outcome = test_kit::e2e::try_run("chaos", &operator, move |h| {
+    // One member per node, as the operator spreads them.
+    let nodes = u8::try_from(args.members.max(3)).unwrap_or(u8::MAX);
+    let outcome = test_kit::e2e::try_run_on_nodes("chaos", &operator, nodes, move |h| {
         Box::pin(async move {
             let report = campaign::run(h, &options).await?;
             let findings = report.findings.len();

@@ -13,15 +13,27 @@ use crate::TestResult;
 /// 20 s after their last heartbeat instead of 50 s (shorter tests).
 pub const NODE_MONITOR_GRACE: &str = "20s";
 
-/// A healthy lab that is up (the current one, or one left in `own_dir`),
-/// or a new one in `own_dir`. Returns whether it is ours. The lab's nodes
-/// run the operator binary found beside the `etcd-lab` binary, which must
-/// sit next to `operator` (`cargo build -p etcd-lab -p etcd-operator`).
-pub async fn reuse_or_start(own_dir: &str, operator: &Path) -> TestResult<(Lab, bool)> {
+/// The nodes of a lab of our own unless a scenario asks for more.
+pub const DEFAULT_NODES: u8 = 3;
+
+/// A healthy lab that is up (the current one, or one left in `own_dir`)
+/// with at least `nodes` nodes, or a new one of `nodes` nodes in
+/// `own_dir`. Returns whether it is ours. The lab's nodes run the operator
+/// binary found beside the `etcd-lab` binary, which must sit next to
+/// `operator` (`cargo build -p etcd-lab -p etcd-operator`).
+pub async fn reuse_or_start(own_dir: &str, operator: &Path, nodes: u8) -> TestResult<(Lab, bool)> {
     for dir in [None, Some(PathBuf::from(own_dir))] {
         if let Ok(lab) = Lab::open(dir)
             && lab.status().await.is_healthy()
         {
+            let has = lab.config().nodes.len();
+            if has < usize::from(nodes) {
+                return Err(format!(
+                    "the lab at {} has {has} nodes, this needs {nodes}: take it down first (`etcd-lab down`)",
+                    lab.paths().root().display()
+                )
+                .into());
+            }
             refuse_a_lab_with_an_installed_operator(&lab).await?;
             eprintln!("reusing the lab at {}", lab.paths().root().display());
             return Ok((lab, false));
@@ -36,6 +48,7 @@ pub async fn reuse_or_start(own_dir: &str, operator: &Path) -> TestResult<(Lab, 
         .into());
     }
     let options = LabOptions {
+        nodes,
         lab_dir: Some(PathBuf::from(own_dir)),
         etcd_lab_binary: Some(etcd_lab),
         controller_manager_flags: BTreeMap::from([(

@@ -84,13 +84,23 @@ pub fn try_run<S>(topic: &str, operator: &Path, scenario: S) -> TestResult
 where
     S: for<'a> FnOnce(&'a mut Harness) -> Pin<Box<dyn Future<Output = TestResult> + 'a>>,
 {
+    try_run_on_nodes(topic, operator, lab::DEFAULT_NODES, scenario)
+}
+
+/// [`try_run`] on a lab of at least `nodes` nodes (a 5-member cluster
+/// needs 5, one member per node).
+pub fn try_run_on_nodes<S>(topic: &str, operator: &Path, nodes: u8, scenario: S) -> TestResult
+where
+    S: for<'a> FnOnce(&'a mut Harness) -> Pin<Box<dyn Future<Output = TestResult> + 'a>>,
+{
     if !is_root() {
         return Err("the end-to-end tests need root (the lab creates network namespaces)".into());
     }
     let _lock = LabLock::acquire();
     let started = Instant::now();
     let runtime = tokio::runtime::Runtime::new()?;
-    let (lab, own) = runtime.block_on(lab::reuse_or_start(&lab_dir(OWN_LAB_DIR), operator))?;
+    let (lab, own) =
+        runtime.block_on(lab::reuse_or_start(&lab_dir(OWN_LAB_DIR), operator, nodes))?;
     let root = lab.paths().root().to_owned();
     let result = runtime.block_on(async {
         let client = lab.kube_client().await?;
@@ -132,7 +142,8 @@ pub fn run_bench(operator: &str, scenario: Scenario) {
     let operator = chosen.as_deref().unwrap_or(Path::new(operator));
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let result = runtime.block_on(async {
-        let (lab, own) = lab::reuse_or_start(&lab_dir(OWN_BENCH_LAB_DIR), operator).await?;
+        let (lab, own) =
+            lab::reuse_or_start(&lab_dir(OWN_BENCH_LAB_DIR), operator, lab::DEFAULT_NODES).await?;
         let client = lab.kube_client().await?;
         let namespace = format!("bench-{}", std::process::id());
         let mut h = Harness::new(lab, client, namespace, operator, "bench").await?;
