@@ -14,10 +14,13 @@ use test_kit::e2e::{Harness, cluster_spec_with};
 use crate::clock::Clock;
 use crate::endpoints::Endpoints;
 use crate::inject::run_step;
+use crate::operations::{self, BACKUP_CLAIM, Operation};
 use crate::oracle::{check_hashkv, check_history, check_identity, check_watch};
 use crate::processes::ProcessMonitor;
 use crate::recovery::wait_recovered;
-use crate::report::{ClusterShape, Finding, OperationsSummary, Report, StepRecord};
+use crate::report::{
+    ClusterShape, Finding, OperationRecord, OperationsSummary, Report, StepRecord,
+};
 use crate::schedule::plan;
 use crate::watcher::Watcher;
 use crate::workload::{PREFIX, Workload, WorkloadOptions};
@@ -44,6 +47,9 @@ pub struct CampaignOptions {
     pub settle: Duration,
     /// No step starts after this long (the checks still run at the end).
     pub time_limit: Option<Duration>,
+    /// How long a rollout or backup a fault hit may take to end after the
+    /// step recovered.
+    pub operation_budget: Duration,
 }
 
 impl CampaignOptions {
@@ -58,6 +64,7 @@ impl CampaignOptions {
             recovery_budget: Duration::from_secs(300),
             settle: Duration::from_secs(2),
             time_limit: None,
+            operation_budget: Duration::from_secs(300),
         }
     }
 }
@@ -93,6 +100,7 @@ pub async fn run(h: &mut Harness, options: &CampaignOptions) -> TestResult<Repor
     let mut records = Vec::new();
     let schedule = plan(options.seed, options.steps, options.members);
     let mut stopped_by_time_limit = false;
+    let mut backup_claim = false;
     for step in &schedule {
         if options
             .time_limit
@@ -102,13 +110,53 @@ pub async fn run(h: &mut Harness, options: &CampaignOptions) -> TestResult<Repor
             break;
         }
         workload.set_epoch(u64::try_from(step.number)?);
+        if step.during == Some(Operation::Backup) && !backup_claim {
+            h.create_claim(BACKUP_CLAIM).await?;
+            backup_claim = true;
+        }
+        let started_work = match step.during {
+            Some(operation) => Some(
+                operations::start(h, CLUSTER, step.number, operation)
+                    .await
+                    .map_err(|e| (operation, e.to_string())),
+            ),
+            None => None,
+        };
         let injected = run_step(h, CLUSTER, step).await;
         let recovery = wait_recovered(h, CLUSTER, options.members, options.recovery_budget).await;
+        let operation = match (started_work, recovery) {
+            (Some(Ok(started)), Some(_)) => {
+                let outcome = operations::finish(
+                    h,
+                    CLUSTER,
+                    options.members,
+                    step.number,
+                    &started,
+                    options.operation_budget,
+                )
+                .await;
+                findings.extend(outcome.finding);
+                step.during.map(|kind| OperationRecord {
+                    kind: kind.kind().into(),
+                    result: outcome.result.into(),
+                    note: outcome.note,
+                })
+            }
+            (Some(Err((kind, error))), _) => Some(OperationRecord {
+                kind: kind.kind().into(),
+                result: "not-started".into(),
+                note: error,
+            }),
+            _ => None,
+        };
+        let mut notes = injected.notes;
+        notes.extend(operation.as_ref().map(|o| format!("under it: {}", o.note)));
         let record = StepRecord {
             step: step.clone(),
-            notes: injected.notes,
+            notes,
             injected: injected.injected,
             recovery_ms: recovery.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            operation,
         };
         eprintln!(
             "step {}/{}: {} -> recovered {}",

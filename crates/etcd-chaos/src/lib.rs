@@ -28,6 +28,7 @@ pub mod endpoints;
 pub mod fault;
 pub mod hosted;
 pub mod inject;
+pub mod operations;
 pub mod oracle;
 pub mod processes;
 pub mod recovery;

@@ -58,12 +58,16 @@ fn main() -> ExitCode {
     });
     if args.plan_only {
         for step in etcd_chaos::schedule::plan(seed, args.steps, args.members) {
+            let under = step
+                .during
+                .map(|o| format!(" (during a {})", o.kind()))
+                .unwrap_or_default();
             match &step.overlapping {
                 Some(o) => println!(
-                    "{:4} {}; {} ms in: {}",
+                    "{:4} {}; {} ms in: {}{under}",
                     step.number, step.fault, o.after_ms, o.fault
                 ),
-                None => println!("{:4} {}", step.number, step.fault),
+                None => println!("{:4} {}{under}", step.number, step.fault),
             }
         }
         return ExitCode::SUCCESS;

@@ -60,6 +60,20 @@ pub struct StepRecord {
     /// From the last heal to a cluster serving from every member, in
     /// milliseconds (`None`: not within the budget).
     pub recovery_ms: Option<u64>,
+    /// How the operator's work started before the fault ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<OperationRecord>,
+}
+
+/// The end of the work a step's fault hit (see [`crate::operations`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OperationRecord {
+    /// `rollout` or `backup`.
+    pub kind: String,
+    /// `completed`, `succeeded`, `failed`, `unfinished` or `not-started`.
+    pub result: String,
+    /// What happened, in a line.
+    pub note: String,
 }
 
 /// What the clients did and what was checked.
@@ -188,6 +202,10 @@ impl Report {
                 seconds(times.iter().max().copied())
             );
         }
+        let work = self.operation_summary();
+        if !work.is_empty() {
+            let _ = writeln!(out, "\nOperator work hit by the step's faults: {work}.");
+        }
         let o = &self.operations;
         let _ = writeln!(
             out,
@@ -205,7 +223,12 @@ impl Report {
         if self.findings.is_empty() {
             let _ = writeln!(
                 out,
-                "Findings: none. The history is linearizable (final reads included: every acknowledged write is there), the watch streams missed no acknowledged change and never went backwards, the members' `hashkv` agree, the cluster ID never changed, member IDs changed only for wiped members, no member ever ran as two etcd processes, and every step recovered within its budget."
+                "Findings: none. The history is linearizable (final reads included: every acknowledged write is there), the watch streams missed no acknowledged change and never went backwards, the members' `hashkv` agree, the cluster ID never changed, member IDs changed only for wiped members, no member ever ran as two etcd processes, and every step recovered within its budget{}.",
+                if work.is_empty() {
+                    ""
+                } else {
+                    "; every rollout a fault hit reached every member, and every backup ended, a successful one covering every write acknowledged before it was asked for"
+                }
             );
         } else {
             let _ = writeln!(out, "Findings: {}.\n", self.findings.len());
@@ -218,6 +241,27 @@ impl Report {
             }
         }
         out
+    }
+}
+
+impl Report {
+    /// `kind: n result, …` per kind of operator work the faults hit.
+    pub fn operation_summary(&self) -> String {
+        let mut counts: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for record in self.steps.iter().filter_map(|r| r.operation.as_ref()) {
+            *counts
+                .entry((record.kind.as_str(), record.result.as_str()))
+                .or_default() += 1;
+        }
+        let mut kinds: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for ((kind, result), n) in counts {
+            kinds.entry(kind).or_default().push(format!("{n} {result}"));
+        }
+        kinds
+            .into_iter()
+            .map(|(kind, results)| format!("{kind}s: {}", results.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 }
 
@@ -247,10 +291,12 @@ mod tests {
                 number: 1,
                 fault,
                 overlapping: None,
+                during: None,
             },
             notes: vec![],
             injected: true,
             recovery_ms,
+            operation: None,
         }
     }
 

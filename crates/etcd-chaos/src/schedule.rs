@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::fault::{Cut, Fault, Target};
+use crate::operations::Operation;
 use crate::seed::SeededRng;
 
 /// One step of a campaign: a fault, and possibly a second one injected
@@ -17,6 +18,10 @@ pub struct Step {
     pub fault: Fault,
     /// A fault injected `overlap_after_ms` into the first one's duration.
     pub overlapping: Option<Overlap>,
+    /// Work the operator is given just before the fault: the fault hits
+    /// it while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub during: Option<Operation>,
 }
 
 /// A second fault injected while a step's first one lasts.
@@ -56,10 +61,19 @@ const WEIGHTS: [(&str, u64); 13] = [
 /// Percentage of steps with a lasting fault that get an overlapping one.
 const OVERLAP_PERCENT: u64 = 25;
 
+/// Percentages of steps whose fault hits a rollout, and a backup.
+const ROLLOUT_PERCENT: u64 = 6;
+const BACKUP_PERCENT: u64 = 8;
+
+/// The operations are drawn from a stream of their own, so that adding
+/// them left every seed's faults as they were.
+const OPERATIONS_STREAM: u64 = 0x6f70_6572_6174_696f;
+
 /// The schedule of `faults` steps for a cluster of `members` members
 /// (at least 3), from `seed`.
 pub fn plan(seed: u64, faults: usize, members: usize) -> Vec<Step> {
     let mut rng = SeededRng::new(seed);
+    let mut operations = SeededRng::new(seed ^ OPERATIONS_STREAM);
     (1..=faults)
         .map(|number| {
             let fault = draw(&mut rng, members);
@@ -68,10 +82,19 @@ pub fn plan(seed: u64, faults: usize, members: usize) -> Vec<Step> {
                     fault: draw_overlap(&mut rng, members, &fault),
                     after_ms: rng.between(500, fault.lasts_seconds() * 1000 / 2),
                 });
+            let draw = operations.below(100);
+            let during = if draw < ROLLOUT_PERCENT {
+                Some(Operation::Rollout)
+            } else if draw < ROLLOUT_PERCENT + BACKUP_PERCENT {
+                Some(Operation::Backup)
+            } else {
+                None
+            };
             Step {
                 number,
                 fault,
                 overlapping,
+                during,
             }
         })
         .collect()
@@ -202,6 +225,45 @@ mod tests {
     fn a_seed_names_one_schedule() {
         assert_eq!(plan(11, 50, 3), plan(11, 50, 3));
         assert_ne!(plan(11, 50, 3), plan(12, 50, 3));
+    }
+
+    #[test]
+    fn seed_79_keeps_its_faults_and_gets_rollouts_and_a_backup() {
+        // The README's short campaign: its faults were drawn before the
+        // operations existed, and must not have moved.
+        let kinds: Vec<&str> = plan(79, 14, 3).iter().map(|s| s.fault.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "partition-peers",
+                "volume-wipe",
+                "volume-wipe",
+                "partition-all",
+                "node-reboot",
+                "majority-nodes-down",
+                "node-freeze",
+                "majority-partition",
+                "apiserver-outage",
+                "leader-kill",
+                "pod-kill",
+                "partition-peers",
+                "leader-kill",
+                "pod-kill",
+            ]
+        );
+        let during: Vec<(usize, Operation)> = plan(79, 14, 3)
+            .iter()
+            .filter_map(|s| s.during.map(|o| (s.number, o)))
+            .collect();
+        assert_eq!(
+            during,
+            [
+                (4, Operation::Rollout),
+                (5, Operation::Rollout),
+                (11, Operation::Rollout),
+                (14, Operation::Backup),
+            ]
+        );
     }
 
     #[test]

@@ -1,20 +1,23 @@
 //! The short chaos campaign of the README's test command: seed 79's first
-//! ten steps (a peer partition, two members' volumes wiped one after the
-//! other, a full partition overlapped by an operator kill, a node reboot
-//! overlapped by a pod kill, two of three nodes powered off overlapped by a
-//! pod deletion, a frozen node, a majority partition, an API server outage,
-//! the leader killed), run as a user runs it: `etcd-chaos --seed 79
-//! --steps 10`. It must find nothing, and its checks must have had work:
-//! thousands of operations, watch events, every step injected. Needs
-//! root, the upstream binaries and `etcd-operator` beside `etcd-chaos`
-//! (`cargo build --workspace --bins`).
+//! fourteen steps (a peer partition, two members' volumes wiped one after
+//! the other, a full partition overlapped by an operator kill and a node
+//! reboot overlapped by a pod kill, both during a rolling change, two of
+//! three nodes powered off overlapped by a pod deletion, a frozen node, a
+//! majority partition, an API server outage, the leader killed, a pod kill
+//! during a rolling change, a peer partition overlapped by a pod deletion,
+//! the leader killed, a pod kill during a backup), run as a user runs it:
+//! `etcd-chaos --seed 79 --steps 14`. It must find nothing, and its checks
+//! must have had work: thousands of operations, watch events, every step
+//! injected, every rollout completed and the backup succeeded. Needs root, the
+//! upstream binaries and `etcd-operator` beside `etcd-chaos` (`cargo build
+//! --workspace --bins`).
 
 use std::process::Command;
 
 use serde_json::Value;
 
 const SEED: &str = "79";
-const STEPS: usize = 10;
+const STEPS: usize = 14;
 
 #[test]
 fn a_short_seeded_campaign_finds_nothing() {
@@ -45,6 +48,26 @@ fn a_short_seeded_campaign_finds_nothing() {
         assert_eq!(step["injected"], true, "injected: {step}");
         assert!(step["recovery_ms"].is_u64(), "recovered: {step}");
     }
+    let work: Vec<(&str, &str)> = steps
+        .iter()
+        .filter_map(|s| {
+            let operation = s.get("operation")?;
+            Some((operation["kind"].as_str()?, operation["result"].as_str()?))
+        })
+        .collect();
+    assert_eq!(
+        work.iter().filter(|(kind, _)| *kind == "rollout").count(),
+        3,
+        "rollouts: {work:?}"
+    );
+    // The backup's fault is a pod kill: it must still succeed (it retries
+    // on another member), covering the writes acknowledged before it.
+    assert!(
+        work.iter()
+            .all(|w| matches!(w, ("rollout", "completed") | ("backup", "succeeded"))),
+        "operator work under faults: {work:?}"
+    );
+    assert!(work.contains(&("backup", "succeeded")), "{work:?}");
     let operations = &report["operations"];
     for (figure, at_least) in [
         ("checked", 2_000),
