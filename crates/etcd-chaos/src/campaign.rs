@@ -14,14 +14,14 @@ use test_kit::e2e::{Harness, cluster_spec_with};
 use crate::clock::Clock;
 use crate::endpoints::Endpoints;
 use crate::inject::run_step;
-use crate::operations::{self, BACKUP_CLAIM, Operation};
+use crate::operations::{self, BACKUP_CLAIM};
 use crate::oracle::{check_hashkv, check_history, check_identity, check_watch};
 use crate::processes::ProcessMonitor;
 use crate::recovery::wait_recovered;
 use crate::report::{
     ClusterShape, Finding, OperationRecord, OperationsSummary, Report, StepRecord,
 };
-use crate::schedule::plan;
+use crate::schedule::{Operation, plan};
 use crate::watcher::Watcher;
 use crate::workload::{PREFIX, Workload, WorkloadOptions};
 

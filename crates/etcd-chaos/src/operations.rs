@@ -15,34 +15,13 @@ use std::time::Duration;
 use etcd_operator::api::{BackupPhase, EtcdBackup, EtcdCluster};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use test_kit::TestResult;
 use test_kit::conditions::condition_true;
 use test_kit::e2e::Harness;
 
 use crate::report::Finding;
-
-/// Work started just before a step's fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Operation {
-    /// A change of `spec.etcd.snapshotCount`, which restarts every member,
-    /// one at a time.
-    Rollout,
-    /// A full backup to a claim.
-    Backup,
-}
-
-impl Operation {
-    /// Its name in reports.
-    pub fn kind(self) -> &'static str {
-        match self {
-            Operation::Rollout => "rollout",
-            Operation::Backup => "backup",
-        }
-    }
-}
+use crate::schedule::Operation;
 
 /// The claim the campaign's backups go to.
 pub const BACKUP_CLAIM: &str = "chaos-backups";

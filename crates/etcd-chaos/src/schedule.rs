@@ -5,7 +5,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::fault::{Cut, Fault, Target};
-use crate::operations::Operation;
 use crate::seed::SeededRng;
 
 /// One step of a campaign: a fault, and possibly a second one injected
@@ -22,6 +21,28 @@ pub struct Step {
     /// it while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub during: Option<Operation>,
+}
+
+/// Work the operator is given just before a step's fault (see
+/// [`crate::operations`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// A change of `spec.etcd.snapshotCount`, which restarts every member,
+    /// one at a time.
+    Rollout,
+    /// A full backup to a claim.
+    Backup,
+}
+
+impl Operation {
+    /// Its name in reports.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Operation::Rollout => "rollout",
+            Operation::Backup => "backup",
+        }
+    }
 }
 
 /// A second fault injected while a step's first one lasts.

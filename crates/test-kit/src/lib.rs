@@ -19,7 +19,8 @@
 //!   backup and restore tests check with them;
 //! - [`figures`]: settings, medians and the JSON figures of the benches;
 //! - [`tls_client`]: a TLS cluster as its users reach it (the client
-//!   Secret, a client, the certificate a member serves).
+//!   Secret, a client, the certificate a member serves);
+//! - [`member_pods`]: which Pods of a namespace are a cluster's members.
 //!
 //! The operator's parts (`e2e`, `writer`, `survivor`, `backup_scenarios`)
 //! come with the feature `operator`, so that the lab's own tests build
@@ -37,6 +38,7 @@ pub mod figures;
 pub mod lab_lock;
 pub mod lab_test;
 pub mod loopback;
+pub mod member_pods;
 pub mod object_store_server;
 pub mod poll;
 pub mod prober;

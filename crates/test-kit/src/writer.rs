@@ -133,18 +133,7 @@ impl Ledger {
 
 /// The client endpoints of the ready, not terminating member Pods.
 pub async fn ready_endpoints(pods: &Api<Pod>) -> TestResult<Vec<String>> {
-    ready_endpoints_of(pods, &member_pods()).await
-}
-
-/// The label every member Pod carries (the operator's
-/// `durable-etcd.io/ordinal`) and no other Pod of a cluster's namespace
-/// does (a claim's backup store, a restore Pod).
-pub const MEMBER_POD_LABEL: &str = "durable-etcd.io/ordinal";
-
-/// Selects the member Pods of a namespace: nothing else there serves
-/// etcd's client port.
-pub fn member_pods() -> ListParams {
-    ListParams::default().labels(MEMBER_POD_LABEL)
+    ready_endpoints_of(pods, &crate::member_pods::member_pods()).await
 }
 
 /// [`ready_endpoints`] of the Pods `list` selects.

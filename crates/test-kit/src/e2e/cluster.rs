@@ -211,7 +211,7 @@ impl Harness {
     pub async fn endpoints(&self) -> TestResult<Vec<String>> {
         let pods: Vec<Pod> = self
             .pods
-            .list(&crate::writer::member_pods())
+            .list(&crate::member_pods::member_pods())
             .await?
             .items
             .into_iter()
@@ -395,7 +395,7 @@ mod tests {
     #[test]
     fn the_member_pod_label_is_the_operators_ordinal_label() {
         assert_eq!(
-            crate::writer::MEMBER_POD_LABEL,
+            crate::member_pods::MEMBER_POD_LABEL,
             etcd_operator::api::identity::ORDINAL_LABEL
         );
     }
