@@ -57,6 +57,10 @@ pub enum Fault {
     /// The member's volume emptied under it, then its etcd killed: its data
     /// is truly gone, the operator replaces it learner-first.
     VolumeWipe { member: usize },
+    /// The member's volume filled to the last block (every write of etcd
+    /// that needs a block fails with `ENOSPC`) for `seconds`, then emptied
+    /// of the filler: a full disk, its data intact.
+    VolumeFull { member: usize, seconds: u64 },
     /// The operator killed, started again after `down_seconds`.
     OperatorKill { down_seconds: u64 },
     /// The API server stopped for `seconds`, then started again.
@@ -86,6 +90,7 @@ impl Fault {
             Fault::MajorityNodesDown { .. } => "majority-nodes-down",
             Fault::MajorityPartition { .. } => "majority-partition",
             Fault::VolumeWipe { .. } => "volume-wipe",
+            Fault::VolumeFull { .. } => "volume-full",
             Fault::OperatorKill { .. } => "operator-kill",
             Fault::ApiServerOutage { .. } => "apiserver-outage",
         }
@@ -110,13 +115,14 @@ impl Fault {
             | Fault::Partition { seconds, .. }
             | Fault::MajorityNodesDown { seconds, .. }
             | Fault::MajorityPartition { seconds, .. }
+            | Fault::VolumeFull { seconds, .. }
             | Fault::ApiServerOutage { seconds } => *seconds,
             Fault::PodKill { .. } | Fault::PodDelete { .. } | Fault::VolumeWipe { .. } => 0,
         }
     }
 
     /// Every kind a campaign can draw, in report order.
-    pub const KINDS: [&'static str; 13] = [
+    pub const KINDS: [&'static str; 14] = [
         "pod-kill",
         "leader-kill",
         "pod-delete",
@@ -128,6 +134,7 @@ impl Fault {
         "majority-nodes-down",
         "majority-partition",
         "volume-wipe",
+        "volume-full",
         "operator-kill",
         "apiserver-outage",
     ];
@@ -162,6 +169,9 @@ impl fmt::Display for Fault {
                 write!(f, "{kind}: nodes of members {members:?} for {seconds} s")
             }
             Fault::VolumeWipe { member } => write!(f, "{kind} of member {member}"),
+            Fault::VolumeFull { member, seconds } => {
+                write!(f, "{kind}: volume of member {member} for {seconds} s")
+            }
             Fault::OperatorKill { down_seconds } => {
                 write!(f, "{kind}: down {down_seconds} s")
             }

@@ -1,6 +1,6 @@
 //! Injecting a step's faults on the lab, and healing them when their time
 //! is up. Only what a real failure does is done: processes killed or
-//! stopped, packets dropped, a volume emptied, the operator or the API
+//! stopped, packets dropped, a volume emptied or filled, the operator or the API
 //! server gone; the operator and the upstream controllers do the rest.
 
 use std::time::{Duration, Instant};
@@ -22,6 +22,8 @@ enum Undo {
     Heal(Vec<String>),
     StartOperator,
     StartApiServer,
+    /// The claim whose volume was filled.
+    Unfill(String),
 }
 
 /// How a step went on the lab.
@@ -153,6 +155,17 @@ async fn inject(h: &mut Harness, cluster: &str, fault: &Fault) -> TestResult<(St
                 Undo::Nothing,
             ))
         }
+        Fault::VolumeFull { member, .. } => {
+            let claim = format!("data-{cluster}-{member}");
+            let filled = h.lab.volume_fill(&h.namespace, &claim, 0).await?;
+            Ok((
+                format!(
+                    "{fault}: {claim} filled ({} bytes, {} left)",
+                    filled.fill_bytes, filled.available
+                ),
+                Undo::Unfill(claim),
+            ))
+        }
         Fault::OperatorKill { .. } => {
             h.stop_operator();
             Ok((format!("{fault}: operator killed"), Undo::StartOperator))
@@ -180,6 +193,9 @@ async fn heal(h: &mut Harness, undo: Undo) -> TestResult {
         }
         Undo::StartOperator => h.start_operator()?,
         Undo::StartApiServer => h.lab.apiserver_start().await?,
+        Undo::Unfill(claim) => {
+            h.lab.volume_unfill(&h.namespace, &claim).await?;
+        }
     }
     Ok(())
 }

@@ -4,8 +4,9 @@
 //! lab's menu ([`fault::Fault`]): pod kills (the leader's too), pod
 //! deletions, node reboots and freezes, partitions (peers, API server,
 //! everything; one node or a majority), majority power loss, a member's
-//! volume wiped, the operator killed, the API server stopped; a quarter of
-//! the lasting ones overlapped by a second fault. Each step is injected,
+//! volume wiped or full, the operator killed, the API server stopped; a
+//! quarter of the lasting ones overlapped by a second fault; some hitting
+//! a rollout or a backup under way ([`operations`]). Each step is injected,
 //! healed after its time, and its recovery awaited (a cluster serving from
 //! every member) before the next.
 //!

@@ -1,22 +1,23 @@
-//! The short chaos campaign of the README's test command: seed 79's first
-//! fourteen steps (a peer partition, two members' volumes wiped one after
-//! the other, a full partition overlapped by an operator kill and a node
-//! reboot overlapped by a pod kill, both during a rolling change, two of
-//! three nodes powered off overlapped by a pod deletion, a frozen node, a
-//! majority partition, an API server outage, the leader killed, a pod kill
-//! during a rolling change, a peer partition overlapped by a pod deletion,
-//! the leader killed, a pod kill during a backup), run as a user runs it:
-//! `etcd-chaos --seed 79 --steps 14`. It must find nothing, and its checks
-//! must have had work: thousands of operations, watch events, every step
-//! injected, every rollout completed and the backup succeeded. Needs root, the
-//! upstream binaries and `etcd-operator` beside `etcd-chaos` (`cargo build
-//! --workspace --bins`).
+//! The short chaos campaign of the README's test command: seed 98's first
+//! fourteen steps, run as a user runs it: `etcd-chaos --seed 98 --steps
+//! 14`. The operator killed; a node cut from the API server overlapped by
+//! a pod kill; two of three nodes powered off overlapped by a pod kill,
+//! during a backup; a member's volume wiped; a majority partition
+//! overlapped by a pod deletion, during a rollout; another overlapped by a
+//! pod kill; a pod kill; a third majority partition; the leader's node cut
+//! from its peers; a member's volume full for 16 s; a frozen node; the
+//! leader cut again, during a rollout; another volume full; a pod deletion
+//! during a backup. It must find nothing, and its checks must have had
+//! work: thousands of operations, watch events, every step injected, both
+//! rollouts completed, both backups ended and at least one succeeded.
+//! Needs root, the upstream binaries and `etcd-operator` beside
+//! `etcd-chaos` (`cargo build --workspace --bins`).
 
 use std::process::Command;
 
 use serde_json::Value;
 
-const SEED: &str = "79";
+const SEED: &str = "98";
 const STEPS: usize = 14;
 
 #[test]
@@ -57,14 +58,22 @@ fn a_short_seeded_campaign_finds_nothing() {
         .collect();
     assert_eq!(
         work.iter().filter(|(kind, _)| *kind == "rollout").count(),
-        3,
+        2,
         "rollouts: {work:?}"
     );
-    // The backup's fault is a pod kill: it must still succeed (it retries
-    // on another member), covering the writes acknowledged before it.
+    assert_eq!(
+        work.iter().filter(|(kind, _)| *kind == "backup").count(),
+        2,
+        "backups: {work:?}"
+    );
+    // A backup may fail while a majority is down (it says why); the one
+    // hit by a pod deletion must succeed, covering the writes acknowledged
+    // before it.
     assert!(
-        work.iter()
-            .all(|w| matches!(w, ("rollout", "completed") | ("backup", "succeeded"))),
+        work.iter().all(|w| matches!(
+            w,
+            ("rollout", "completed") | ("backup", "succeeded" | "failed")
+        )),
         "operator work under faults: {work:?}"
     );
     assert!(work.contains(&("backup", "succeeded")), "{work:?}");
