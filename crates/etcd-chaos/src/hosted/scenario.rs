@@ -223,7 +223,7 @@ pub async fn run(h: &mut Harness) -> TestResult<HostedReport> {
     // (up to 30 s a retry) while the new API server's cache fills.
     let caught_up = wait_for(
         "the informer to list the restored cluster and its cache to be the API server's list",
-        Duration::from_secs(180),
+        Duration::from_secs(300),
         || async {
             Ok(informer.relisted_after(restore.moved_at).is_some() && informer.cache() == list)
         },
