@@ -326,4 +326,25 @@ mod tests {
         assert!(parse_labels("app").is_err());
         assert!(parse_labels("=x").is_err());
     }
+
+    /// The chaos campaign's finding of 3 December 2026: an operator
+    /// started while the API server was away exited at once. It must keep
+    /// asking instead.
+    #[tokio::test]
+    async fn an_operator_started_before_the_api_server_keeps_waiting() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        drop(listener);
+        let url = format!("http://127.0.0.1:{port}").parse().expect("url");
+        let client = kube::Client::try_from(kube::Config::new(url)).expect("client");
+        let waited = tokio::time::timeout(
+            std::time::Duration::from_secs(4),
+            wait_for_api_server(&client),
+        )
+        .await;
+        assert!(
+            waited.is_err(),
+            "returned without an API server: {waited:?}"
+        );
+    }
 }
