@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use etcd_operator::api::{BackupPhase, EtcdBackup, EtcdCluster};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use test_kit::TestResult;
 use test_kit::conditions::condition_true;
@@ -63,7 +63,13 @@ pub async fn start(
     match operation {
         Operation::Rollout => {
             let clusters: Api<EtcdCluster> = Api::namespaced(h.client.clone(), &h.namespace);
-            let count = SNAPSHOT_COUNTS[step % 2];
+            let before = clusters.get(cluster).await?;
+            // The value it does not have now: every rollout changes the spec.
+            let count = if before.spec.etcd.snapshot_count == SNAPSHOT_COUNTS[0] {
+                SNAPSHOT_COUNTS[1]
+            } else {
+                SNAPSHOT_COUNTS[0]
+            };
             let patched = clusters
                 .patch(
                     cluster,
@@ -71,9 +77,14 @@ pub async fn start(
                     &Patch::Merge(&json!({ "spec": { "etcd": { "snapshotCount": count } } })),
                 )
                 .await?;
-            Ok(Started::Rollout {
-                generation: patched.metadata.generation.unwrap_or_default(),
-            })
+            let generation = patched.metadata.generation.unwrap_or_default();
+            if generation <= before.metadata.generation.unwrap_or_default() {
+                return Err(format!(
+                    "the patch of snapshotCount to {count} left generation {generation}: no rollout"
+                )
+                .into());
+            }
+            Ok(Started::Rollout { generation })
         }
         Operation::Backup => {
             let mut etcd = h.etcd().await?;
@@ -83,22 +94,7 @@ pub async fn start(
                 .header()
                 .map_or(0, |header| header.revision());
             let name = format!("{cluster}-step-{step}");
-            let backups: Api<EtcdBackup> = Api::namespaced(h.client.clone(), &h.namespace);
-            backups
-                .create(
-                    &PostParams::default(),
-                    &serde_json::from_value(json!({
-                        "apiVersion": "durable-etcd.io/v1alpha1",
-                        "kind": "EtcdBackup",
-                        "metadata": { "name": name },
-                        "spec": {
-                            "clusterName": cluster,
-                            "destination": { "persistentVolumeClaim": {
-                                "claimName": BACKUP_CLAIM, "path": format!("step-{step}")
-                            } },
-                        },
-                    }))?,
-                )
+            h.create_backup_to_claim(&name, cluster, BACKUP_CLAIM, &format!("step-{step}"))
                 .await?;
             Ok(Started::Backup { name, marker })
         }

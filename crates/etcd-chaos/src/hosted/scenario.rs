@@ -456,23 +456,13 @@ async fn restore_from_backup(
     dir: &std::path::Path,
 ) -> TestResult<Restore> {
     use etcd_operator::api::{BackupPhase, EtcdBackup};
-    use kube::api::PostParams;
 
     h.create_claim(BACKUP_CLAIM).await?;
     let destination =
         json!({ "persistentVolumeClaim": { "claimName": BACKUP_CLAIM, "path": "etcd" } });
-    let backups: kube::Api<EtcdBackup> = kube::Api::namespaced(h.client.clone(), &h.namespace);
-    backups
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "durable-etcd.io/v1alpha1",
-                "kind": "EtcdBackup",
-                "metadata": { "name": "tenant-full" },
-                "spec": { "clusterName": CLUSTER, "destination": destination },
-            }))?,
-        )
+    h.create_backup_to_claim("tenant-full", CLUSTER, BACKUP_CLAIM, "etcd")
         .await?;
+    let backups: kube::Api<EtcdBackup> = kube::Api::namespaced(h.client.clone(), &h.namespace);
     wait_for("the full backup", Duration::from_secs(180), || async {
         let status = backups.get("tenant-full").await?.status.unwrap_or_default();
         if status.phase == Some(BackupPhase::Failed) {

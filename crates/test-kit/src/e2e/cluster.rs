@@ -248,6 +248,35 @@ impl Harness {
             .collect())
     }
 
+    /// Asks for a full backup `name` of cluster `cluster` into claim
+    /// `claim` under `path` (an `EtcdBackup` with a `persistentVolumeClaim`
+    /// destination).
+    pub async fn create_backup_to_claim(
+        &self,
+        name: &str,
+        cluster: &str,
+        claim: &str,
+        path: &str,
+    ) -> TestResult {
+        let backups: Api<etcd_operator::api::EtcdBackup> =
+            Api::namespaced(self.client.clone(), &self.namespace);
+        backups
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "apiVersion": "durable-etcd.io/v1alpha1",
+                    "kind": "EtcdBackup",
+                    "metadata": { "name": name },
+                    "spec": {
+                        "clusterName": cluster,
+                        "destination": { "persistentVolumeClaim": { "claimName": claim, "path": path } },
+                    },
+                }))?,
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Creates a 1Gi `ReadWriteOnce` PersistentVolumeClaim `name` on the
     /// lab's network volumes (a backup destination).
     pub async fn create_claim(&self, name: &str) -> TestResult {
