@@ -363,7 +363,8 @@ fn next_token(token: &str, _previous: &str) -> String {
 const RAFT_NUDGE_INTERVAL: k8s_openapi::jiff::SignedDuration =
     k8s_openapi::jiff::SignedDuration::from_secs(5);
 
-/// Rule 3: at most one learner; promote it once it has caught up.
+/// Rule 3: at most one learner; promote it once it has caught up and served
+/// for [`super::membership::LEARNER_SETTLE`].
 fn learner_in_progress(cx: &Context<'_>) -> Option<Step> {
     let learner = cx.membership.learners().next()?;
     let beyond_spec = learner.ordinal.is_none_or(|o| o >= cx.replicas);
@@ -398,7 +399,7 @@ fn learner_in_progress(cx: &Context<'_>) -> Option<Step> {
             ordinal,
         });
     }
-    if !learner.started || !cx.membership.stably_healthy(learner) {
+    if !learner.started || !cx.membership.settled_learner(learner) {
         return wait(Waiting::LearnerCatchingUp);
     }
     let leader_index = cx

@@ -14,6 +14,14 @@ use crate::etcd::MemberId;
 /// (etcd's own health interval).
 pub const HEALTH_STABILITY: SignedDuration = SignedDuration::from_secs(5);
 
+/// How long a caught-up learner must have served before its promotion.
+/// Replacing a member takes an even number of voters to an odd one, where a
+/// voter that fails at once after its promotion leaves the same number of
+/// failures tolerated as before it; the window only keeps a learner that
+/// exits right after its first answer from becoming a voter
+/// (docs/durability.md, "Promoting a learner").
+pub const LEARNER_SETTLE: SignedDuration = SignedDuration::from_secs(1);
+
 /// One member of the membership.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KnownMember {
@@ -185,6 +193,26 @@ impl Membership {
     /// Whether a member has been healthy for [`HEALTH_STABILITY`].
     pub fn stably_healthy(&self, member: &KnownMember) -> bool {
         member.healthy && self.now.duration_since(member.healthy_since) >= HEALTH_STABILITY
+    }
+
+    /// Whether a learner has been healthy for [`LEARNER_SETTLE`].
+    pub fn settled_learner(&self, learner: &KnownMember) -> bool {
+        learner.healthy && self.now.duration_since(learner.healthy_since) >= LEARNER_SETTLE
+    }
+
+    /// How long until every voter healthy now (except those in `except`) has
+    /// been so for [`HEALTH_STABILITY`]; `None` while one of them is not
+    /// healthy at all.
+    pub fn until_voters_stable(&self, except: &[MemberId]) -> Option<SignedDuration> {
+        let mut longest = SignedDuration::ZERO;
+        for member in self.voters().filter(|m| !except.contains(&m.id)) {
+            if !member.healthy {
+                return None;
+            }
+            let left = HEALTH_STABILITY - self.now.duration_since(member.healthy_since);
+            longest = longest.max(left);
+        }
+        Some(longest)
     }
 
     /// Rule 3: a membership change may happen now — quorum works and every

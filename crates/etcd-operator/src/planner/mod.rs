@@ -93,11 +93,11 @@ pub fn plan(observed: &Observed) -> Plan {
         Step::Act(action) => (Some(action), None, Duration::from_secs(1)),
         Step::Wait(waiting) => {
             let after = match waiting {
-                Waiting::HealthNotStable
-                | Waiting::LearnerCatchingUp
-                | Waiting::InProgress(_)
-                | Waiting::Rollout(_)
-                | Waiting::Maintenance(_) => Duration::from_secs(5),
+                Waiting::HealthNotStable => until_stable(&cx),
+                Waiting::LearnerCatchingUp => Duration::from_secs(1),
+                Waiting::InProgress(_) | Waiting::Rollout(_) | Waiting::Maintenance(_) => {
+                    Duration::from_secs(5)
+                }
                 Waiting::Bootstrapping | Waiting::QuorumLost { .. } => Duration::from_secs(10),
                 _ => Duration::from_secs(30),
             };
@@ -111,6 +111,17 @@ pub fn plan(observed: &Observed) -> Plan {
         events,
         requeue_after,
     }
+}
+
+/// The next pass after a wait for the voters' health window: when the
+/// window of the voters healthy now ends, or in 5 s while one is not healthy.
+fn until_stable(cx: &context::Context<'_>) -> Duration {
+    const MARGIN: Duration = Duration::from_millis(100);
+    const AT_MOST: Duration = Duration::from_secs(5);
+    cx.membership
+        .until_voters_stable(&cx.lost_voters())
+        .and_then(|left| Duration::try_from(left).ok())
+        .map_or(AT_MOST, |left| (left + MARGIN).min(AT_MOST))
 }
 
 fn events(

@@ -553,3 +553,72 @@ fn a_member_replaced_on_an_idle_cluster_gets_an_entry_to_start_serving() {
     assert!(!new.learner, "the replacement was never promoted");
     assert_eq!(sim.healthy_voters(), 3, "{:#?}", sim.status);
 }
+
+#[test]
+fn a_caught_up_learner_is_promoted_after_a_second_of_service() {
+    let mut sim = running(3, Volumes::Network);
+    sim.wipe(1);
+    sim.delete_pod(1);
+    let serving_learner = |sim: &Sim| {
+        sim.members
+            .iter()
+            .any(|m| m.learner && m.started && sim.member_healthy(m))
+    };
+    let mut first_serving = None;
+    let mut promoted = None;
+    for _ in 0..80 {
+        if first_serving.is_none() && serving_learner(&sim) {
+            first_serving = Some(sim.now);
+        }
+        let action = sim.reconcile();
+        if matches!(action, Some(Action::PromoteLearner { ordinal: 1, .. })) {
+            promoted = Some(sim.now);
+            break;
+        }
+        let plan = sim.last_plan.as_ref().expect("plan");
+        if plan.waiting == Some(Waiting::LearnerCatchingUp) {
+            assert_eq!(plan.requeue_after, std::time::Duration::from_secs(1));
+        }
+        sim.advance(1);
+    }
+    let (Some(first_serving), Some(promoted)) = (first_serving, promoted) else {
+        panic!("no learner served and was promoted: {:?}", sim.actions);
+    };
+    let waited = promoted.duration_since(first_serving).as_secs();
+    assert!(
+        (1..=2).contains(&waited),
+        "promoted {waited} s after it served"
+    );
+    sim.run(5);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(sim.healthy_voters(), 3, "{:#?}", sim.status);
+}
+
+#[test]
+fn a_wait_for_the_voters_health_window_looks_again_when_it_ends() {
+    let mut sim = running(3, Volumes::Network);
+    let node = sim.node_of(2).expect("node");
+    sim.stop_node(&node);
+    sim.run(2);
+    sim.start_node(&node);
+    sim.reconcile();
+    sim.advance(2);
+    sim.spec.replicas = 4;
+    let mut waiting = None;
+    for _ in 0..5 {
+        if sim.reconcile().is_none() {
+            let plan = sim.last_plan.clone().expect("plan");
+            waiting = Some((plan.waiting, plan.requeue_after));
+            break;
+        }
+    }
+    let Some((Some(Waiting::HealthNotStable), requeue_after)) = waiting else {
+        panic!("not waiting for the health window: {waiting:?}");
+    };
+    // Healthy again for 2 to 3 s of the 5: looked at again once it has been 5.
+    assert!(
+        requeue_after > std::time::Duration::from_secs(2)
+            && requeue_after < std::time::Duration::from_secs(4),
+        "{requeue_after:?}"
+    );
+}
