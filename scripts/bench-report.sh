@@ -439,8 +439,10 @@ operator's zstd settings of full backups, to compare others.
   revision and applied raft index the leader had at the wipe (**data
   applied**), and it serves clients with its status at that point
   (**serving clients**), polled every 200 ms; the split shows when each step
-  was first seen. The operator promotes a learner once it has served for 5 s
-  (rule 3). The cluster is grown from one size to the next.
+  was first seen. The operator promotes a learner once it is caught up and
+  has served for 1 s, every voter healthy for 5 s (rule 3; why the learner's
+  second is enough: docs/durability.md, "Promoting a learner"). The cluster
+  is grown from one size to the next.
 - **etcd alone** (replacement): the same fill on 3 etcd processes of the same
   pinned version on loopback, in the same run; per run a follower is removed
   and its data deleted, a learner added and started on an empty data dir with
