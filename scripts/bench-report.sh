@@ -265,7 +265,7 @@ members of the pinned 3.6 set on loopback, db $(jq -r '(.db.db_size_mib_per_memb
 on the members; 1 MiB values, half random bytes, half text records), beside
 etcdctl and etcdutl in the same run, and the recovery point of continuous
 backup under a paced writer. Runs per median: $(q "$bk" .runs). Load average
-(1 min) $(q "$bk" .load_average_at_start) at the start, $(q "$bk" .load_average_at_end) at the end, on $(nproc) cores$(jq -r --argjson cores "$(nproc)" '[.load_average_at_start, .load_average_at_end] | map(numbers) | if (max // 0) > $cores then ": above the number of cores, other work (builds) competed for the CPU" else "" end' "$bk").
+(1 min) $(q "$bk" .load_average_at_start) at the start, $(q "$bk" .load_average_at_end) at the end, on $(nproc) cores$(jq -r --argjson cores "$(nproc)" '[.load_average_at_start, .load_average_at_end] | map(numbers) | if (max // 0) > $cores then ": above the number of cores, other work competed for the CPU for part of the time" else "" end' "$bk").
 
 | figure | ours | etcdctl / etcdutl alone | ratio ours / alone | runs (ours; alone) |
 | --- | --- | --- | --- | --- |
