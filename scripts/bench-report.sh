@@ -536,7 +536,7 @@ operator's zstd settings of full backups, to compare others.
   or already compressed data), the others text records shaped like stored
   Kubernetes objects, which it can; so compression matters for half the
   data. **Full backup**: the operator's `take_backup` (a follower chosen,
-  the snapshot streamed, etcd's SHA-256 checked, zstd level 3, 8 MiB parts
+  the snapshot streamed, etcd's SHA-256 checked, zstd at the level above, 8 MiB parts
   uploaded two at a time, the three overlapping, metadata written) to the S3-compatible server of
   `tools/s3-server` (in memory) and to a local directory, beside `etcdctl
   snapshot save` of the same member to a local file; the order of the three
