@@ -542,3 +542,59 @@ async fn raft_log_advances_without_touching_the_keyspace() -> TestResult {
     assert_eq!(after.revision, before.revision);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_s_applied_index_is_read_from_its_metrics_port() -> TestResult {
+    let mut cluster = start_cluster(1).await;
+    let admin = cluster.admin();
+    let leader = admin.find_leader().await?;
+    let mut learner = EtcdProcess::new(cluster.dir(), "m1").with_metrics();
+    let metrics_url = learner.metrics_url.clone().ok_or("metrics URL")?;
+    let port: u16 = metrics_url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .ok_or("metrics port")?;
+    let added = until_safe("add learner", || {
+        admin.add_learner(std::slice::from_ref(&learner.peer_url))
+    })
+    .await??;
+    let index_at_add = admin.status(&leader.endpoint).await?.raft_index;
+    let initial = format!(
+        "{},{}={}",
+        initial_cluster(cluster.members.iter()),
+        learner.name,
+        learner.peer_url
+    );
+    learner
+        .start(&initial, "existing", &cluster.token)
+        .expect("start the learner");
+    let learner_url = learner.client_url.clone();
+    cluster.members.push(learner);
+
+    // The metrics port answers with the index the learner has applied: at
+    // least the add of the learner itself once it has caught up.
+    let from_metrics = eventually("the learner applies the log", READY_TIMEOUT, || async {
+        match etcd_operator::etcd::applied_index("127.0.0.1", port, Duration::from_secs(1)).await {
+            Some(index) if index >= index_at_add => Ok(index),
+            other => Err(format!("applied {other:?} of {index_at_add}")),
+        }
+    })
+    .await?;
+    let status = eventually("learner serves", READY_TIMEOUT, || {
+        admin.status(&learner_url)
+    })
+    .await?;
+    assert_eq!(status.member_id, added.member.id);
+    assert!(
+        from_metrics <= status.raft_applied_index,
+        "metrics said {from_metrics}, the learner's status later {}",
+        status.raft_applied_index
+    );
+    // A port that serves no metrics gives no index.
+    let silent =
+        etcd_operator::etcd::applied_index("127.0.0.1", free_port(), Duration::from_millis(500))
+            .await;
+    assert_eq!(silent, None);
+    Ok(())
+}

@@ -50,7 +50,9 @@ pub struct NetworkPolicySpec {
     /// Who may reach the metrics port (`/metrics`, `/livez`, `/readyz`:
     /// plain HTTP, no keys). Unset: anyone, so that a scraper in any
     /// namespace works. A list: only those peers (same forms as
-    /// `clientsFrom`); an empty list closes the port to every Pod.
+    /// `clientsFrom`) and the operator, which reads there how far a joining
+    /// member has applied the log; an empty list closes the port to every
+    /// other Pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Vec<NetworkPolicyPeer>", length(max = MAX_PEERS))]
     #[x_kube(validation = peers_name_something("metricsFrom"))]

@@ -9,6 +9,7 @@
 //!   defragmentation and alarms.
 
 mod admin;
+mod applied_index;
 mod client;
 mod error;
 mod maintenance;
@@ -18,6 +19,7 @@ mod tls;
 mod types;
 
 pub use admin::{EtcdAdmin, LeaderEndpoint};
+pub use applied_index::{applied_index, parse_applied_index};
 pub use client::ConnectSettings;
 pub use error::{ErrorCategory, EtcdError};
 pub use maintenance::{Alarm, AlarmKind, DEFRAG_TIMEOUT, parse_alarms};

@@ -1,9 +1,12 @@
 //! One observation of an etcd cluster, for the planner. It never fails on
 //! a partial or total outage: whatever did not answer is recorded as such.
 
+use std::time::Duration;
+
 use futures::future::join_all;
 
 use super::admin::{EtcdAdmin, preference_order};
+use super::applied_index::applied_index_of;
 use super::client::ConnectSettings;
 use super::error::EtcdError;
 use super::types::{
@@ -105,7 +108,7 @@ impl EtcdAdmin {
         let (cluster_id, members, members_reported_by) = match list {
             Ok(list) => (
                 Some(list.cluster_id),
-                observed_members(&list, &endpoints),
+                with_learner_progress(observed_members(&list, &endpoints)).await,
                 Some(list.reported_by),
             ),
             Err(_) => {
@@ -143,6 +146,24 @@ impl EtcdAdmin {
     }
 }
 
+/// How long a learner's metrics port gets to answer.
+const METRICS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Adds, to every learner that has published its name but whose client
+/// port did not answer, the raft index it has applied (from its metrics
+/// port), read concurrently.
+async fn with_learner_progress(mut members: Vec<ObservedMember>) -> Vec<ObservedMember> {
+    let reads = members.iter_mut().filter_map(|member| {
+        let silent_learner = member.is_learner && member.has_started() && member.status.is_none();
+        let endpoint = member.endpoint.clone().filter(|_| silent_learner)?;
+        Some(async move {
+            member.applied_index_from_metrics = applied_index_of(&endpoint, METRICS_TIMEOUT).await;
+        })
+    });
+    join_all(reads).await;
+    members
+}
+
 /// Joins the member list with what each endpoint said about itself.
 fn observed_members(list: &MemberList, endpoints: &[EndpointObservation]) -> Vec<ObservedMember> {
     list.members
@@ -177,6 +198,7 @@ fn observed_members(list: &MemberList, endpoints: &[EndpointObservation]) -> Vec
                 endpoint,
                 status,
                 health,
+                applied_index_from_metrics: None,
             }
         })
         .collect()
@@ -193,8 +215,6 @@ fn same_endpoint(a: &str, b: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     /// An endpoint nothing listens on: a port bound, then released.
