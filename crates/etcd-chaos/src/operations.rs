@@ -94,7 +94,7 @@ pub async fn start(
                 .header()
                 .map_or(0, |header| header.revision());
             let name = format!("{cluster}-step-{step}");
-            h.create_backup_to_claim(&name, cluster, BACKUP_CLAIM, &format!("step-{step}"))
+            h.create_backup_to_claim(&name, cluster, BACKUP_CLAIM, Some(&format!("step-{step}")))
                 .await?;
             Ok(Started::Backup { name, marker })
         }

@@ -200,21 +200,9 @@ async fn scenario(h: &mut Harness) -> TestResult {
 
     // A full backup through the operator's client certificate.
     h.create_claim("tls-backups").await?;
-    let backups: Api<EtcdBackup> = Api::namespaced(h.client.clone(), &h.namespace);
-    backups
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "durable-etcd.io/v1alpha1",
-                "kind": "EtcdBackup",
-                "metadata": { "name": "secure-full" },
-                "spec": {
-                    "clusterName": CLUSTER,
-                    "destination": { "persistentVolumeClaim": { "claimName": "tls-backups" } },
-                },
-            }))?,
-        )
+    h.create_backup_to_claim("secure-full", CLUSTER, "tls-backups", None)
         .await?;
+    let backups: Api<EtcdBackup> = Api::namespaced(h.client.clone(), &h.namespace);
     wait_for(
         "the backup of the TLS cluster",
         Duration::from_secs(180),

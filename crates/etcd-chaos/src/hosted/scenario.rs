@@ -460,7 +460,7 @@ async fn restore_from_backup(
     h.create_claim(BACKUP_CLAIM).await?;
     let destination =
         json!({ "persistentVolumeClaim": { "claimName": BACKUP_CLAIM, "path": "etcd" } });
-    h.create_backup_to_claim("tenant-full", CLUSTER, BACKUP_CLAIM, "etcd")
+    h.create_backup_to_claim("tenant-full", CLUSTER, BACKUP_CLAIM, Some("etcd"))
         .await?;
     let backups: kube::Api<EtcdBackup> = kube::Api::namespaced(h.client.clone(), &h.namespace);
     wait_for("the full backup", Duration::from_secs(180), || async {

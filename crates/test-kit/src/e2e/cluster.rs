@@ -249,17 +249,21 @@ impl Harness {
     }
 
     /// Asks for a full backup `name` of cluster `cluster` into claim
-    /// `claim` under `path` (an `EtcdBackup` with a `persistentVolumeClaim`
-    /// destination).
+    /// `claim`, under `path` or at the claim's root without one (an
+    /// `EtcdBackup` with a `persistentVolumeClaim` destination).
     pub async fn create_backup_to_claim(
         &self,
         name: &str,
         cluster: &str,
         claim: &str,
-        path: &str,
+        path: Option<&str>,
     ) -> TestResult {
         let backups: Api<etcd_operator::api::EtcdBackup> =
             Api::namespaced(self.client.clone(), &self.namespace);
+        let mut destination = json!({ "claimName": claim });
+        if let Some(path) = path {
+            destination["path"] = json!(path);
+        }
         backups
             .create(
                 &PostParams::default(),
@@ -269,7 +273,7 @@ impl Harness {
                     "metadata": { "name": name },
                     "spec": {
                         "clusterName": cluster,
-                        "destination": { "persistentVolumeClaim": { "claimName": claim, "path": path } },
+                        "destination": { "persistentVolumeClaim": destination },
                     },
                 }))?,
             )
