@@ -204,6 +204,16 @@ impl Membership {
         learner.healthy && self.now.duration_since(learner.healthy_since) >= LEARNER_SETTLE
     }
 
+    /// How long until a learner that serves has done so for
+    /// [`LEARNER_SETTLE`] (zero once it has); `None` while it does not
+    /// serve.
+    pub fn until_settled(&self, learner: &KnownMember) -> Option<SignedDuration> {
+        learner.healthy.then(|| {
+            (LEARNER_SETTLE - self.now.duration_since(learner.healthy_since))
+                .max(SignedDuration::ZERO)
+        })
+    }
+
     /// How long until every voter healthy now (except those in `except`) has
     /// been so for [`HEALTH_STABILITY`]; `None` while one of them is not
     /// healthy at all.

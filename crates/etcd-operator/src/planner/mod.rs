@@ -94,7 +94,7 @@ pub fn plan(observed: &Observed) -> Plan {
         Step::Wait(waiting) => {
             let after = match waiting {
                 Waiting::HealthNotStable => until_stable(&cx),
-                Waiting::LearnerCatchingUp => Duration::from_secs(1),
+                Waiting::LearnerCatchingUp => until_learner_settled(&cx),
                 Waiting::InProgress(_) | Waiting::Rollout(_) | Waiting::Maintenance(_) => {
                     Duration::from_secs(5)
                 }
@@ -122,6 +122,22 @@ fn until_stable(cx: &context::Context<'_>) -> Duration {
         .until_voters_stable(&cx.lost_voters())
         .and_then(|left| Duration::try_from(left).ok())
         .map_or(AT_MOST, |left| (left + MARGIN).min(AT_MOST))
+}
+
+/// The next pass while a learner catches up: when the learner that serves
+/// has served for its settling second, else in half a second (most of a
+/// replacement's wait after the snapshot is noticing the learner's first
+/// answer).
+fn until_learner_settled(cx: &context::Context<'_>) -> Duration {
+    const POLL: Duration = Duration::from_millis(500);
+    const MARGIN: Duration = Duration::from_millis(100);
+    cx.membership
+        .learners()
+        .next()
+        .and_then(|learner| cx.membership.until_settled(learner))
+        .and_then(|left| Duration::try_from(left).ok())
+        .filter(|left| !left.is_zero())
+        .map_or(POLL, |left| left + MARGIN)
 }
 
 fn events(
