@@ -217,6 +217,14 @@ async fn replace_one(
                 seconds(steps.learner_added),
                 target.revision
             );
+            eprint!("{}", pod_timeline(h, &victim).await);
+            let leader_pod = members
+                .iter()
+                .find(|(_, _, id)| *id == leader_id)
+                .map(|(pod, _, _)| pod.clone());
+            if let Some(leader_pod) = leader_pod {
+                eprint!("{}", leader_lines(h, &leader_pod).await);
+            }
             runs.total.push(total);
             runs.old_removed.extend(steps.old_removed);
             runs.learner_added.extend(steps.learner_added);
@@ -306,6 +314,104 @@ async fn pod_endpoint(h: &Harness, pod: &str) -> TestResult<Option<String>> {
 }
 
 /// The IP of a pod that is not being deleted.
+/// Where the new Pod's time went, for the bench's output: when its
+/// conditions turned true, when its containers started, and etcd's own
+/// lines about joining (snapshot, publish, first ready).
+async fn pod_timeline(h: &Harness, name: &str) -> String {
+    let mut lines = Vec::new();
+    if let Ok(Some(pod)) = h.pods.get_opt(name).await {
+        if let Some(created) = &pod.metadata.creation_timestamp {
+            lines.push(format!("{} created", created.0));
+        }
+        let status = pod.status.unwrap_or_default();
+        for condition in status.conditions.unwrap_or_default() {
+            if let Some(at) = condition.last_transition_time {
+                lines.push(format!("{} {} {}", at.0, condition.type_, condition.status));
+            }
+        }
+        let containers = status
+            .init_container_statuses
+            .unwrap_or_default()
+            .into_iter()
+            .chain(status.container_statuses.unwrap_or_default());
+        for container in containers {
+            let state = container.state.unwrap_or_default();
+            if let Some(at) = state.running.and_then(|r| r.started_at) {
+                lines.push(format!("{} container {} running", at.0, container.name));
+            }
+            if let Some(t) = state.terminated {
+                if let Some(at) = t.started_at {
+                    lines.push(format!("{} container {} started", at.0, container.name));
+                }
+                if let Some(at) = t.finished_at {
+                    lines.push(format!("{} container {} finished", at.0, container.name));
+                }
+            }
+        }
+    }
+    let params = kube::api::LogParams {
+        container: Some("etcd".to_string()),
+        ..kube::api::LogParams::default()
+    };
+    const WORTH: [&str; 9] = [
+        "starting an etcd server",
+        "snapshot",
+        "publish",
+        "ready to serve",
+        "became active",
+        "established TCP streaming",
+        "applied incoming",
+        "serving client",
+        "request timed out",
+    ];
+    if let Ok(log) = h.pods.logs(name, &params).await {
+        for line in log.lines().filter(|l| WORTH.iter().any(|w| l.contains(w))) {
+            let ts = line
+                .split("\"ts\":\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("?");
+            let msg = line
+                .split("\"msg\":\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or(line);
+            lines.push(format!("{ts} etcd: {msg}"));
+        }
+    }
+    lines.sort();
+    lines.iter().map(|l| format!("  {l}\n")).collect()
+}
+
+/// The leader's last lines about sending snapshots and reaching peers.
+async fn leader_lines(h: &Harness, name: &str) -> String {
+    let params = kube::api::LogParams {
+        container: Some("etcd".to_string()),
+        ..kube::api::LogParams::default()
+    };
+    let Ok(log) = h.pods.logs(name, &params).await else {
+        return String::new();
+    };
+    let worth: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            [
+                "snapshot",
+                "lost TCP",
+                "established TCP",
+                "became active",
+                "failed",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+        })
+        .collect();
+    worth[worth.len().saturating_sub(12)..]
+        .iter()
+        .map(|l| format!("  leader {name}: {}\n", &l[..l.len().min(300)]))
+        .collect()
+}
+
 async fn pod_ip(h: &Harness, pod: &str) -> TestResult<Option<String>> {
     let Some(pod) = h.pods.get_opt(pod).await? else {
         return Ok(None);

@@ -545,11 +545,9 @@ fn progress(cx: &Context<'_>, step: &Step) -> (bool, &'static str, String) {
             "Bootstrapping",
             "waiting for the first members to form the cluster".to_string(),
         ),
-        Step::Wait(Waiting::LearnerCatchingUp) => (
-            true,
-            "LearnerCatchingUp",
-            "a learner is catching up before promotion".to_string(),
-        ),
+        Step::Wait(Waiting::LearnerCatchingUp) => {
+            (true, "LearnerCatchingUp", learner_progress_message(cx))
+        }
         Step::Wait(Waiting::HealthNotStable) => (
             true,
             "WaitingForHealthyVoters",
@@ -726,4 +724,37 @@ fn restore_in_place(cx: &Context<'_>) -> bool {
     cx.restoring
         .as_ref()
         .is_some_and(|r| !r.from_incarnation.is_empty())
+}
+
+/// What a wait for a learner says: how far the learner has come, as far
+/// as it is known.
+fn learner_progress_message(cx: &Context<'_>) -> String {
+    const BASE: &str = "a learner is catching up before promotion";
+    let Some(learner) = cx.membership.learners().next() else {
+        return BASE.to_string();
+    };
+    let name = learner
+        .ordinal
+        .map_or_else(|| format_id(learner.id), |o| cx.name(o));
+    let leader = cx
+        .membership
+        .members
+        .iter()
+        .find(|m| m.leader)
+        .and_then(|m| m.raft_index);
+    let applied = learner.raft_index.or(learner.applied_index_from_metrics);
+    let progress = match (applied, leader) {
+        (Some(applied), Some(leader)) => {
+            format!(", raft index {applied} of the leader's {leader}")
+        }
+        _ => String::new(),
+    };
+    let state = if learner.healthy {
+        "serves"
+    } else if learner.started {
+        "has published its name but does not serve yet"
+    } else {
+        "has not started yet"
+    };
+    format!("{BASE}: {name} {state}{progress}")
 }
