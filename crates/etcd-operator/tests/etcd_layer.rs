@@ -575,12 +575,16 @@ async fn a_learner_s_applied_index_is_read_from_its_metrics_port() -> TestResult
     // The metrics port answers with the index the learner has applied: at
     // least the add of the learner itself once it has caught up.
     let from_metrics = eventually("the learner applies the log", READY_TIMEOUT, || async {
-        match etcd_operator::etcd::applied_index("127.0.0.1", port, Duration::from_secs(1)).await {
-            Some(index) if index >= index_at_add => Ok(index),
-            other => Err(format!("applied {other:?} of {index_at_add}")),
+        match etcd_operator::etcd::progress("127.0.0.1", port, Duration::from_secs(1)).await {
+            Some(progress) if progress.applied >= index_at_add => Ok(progress),
+            other => Err(format!(
+                "progress {other:?}, applied not yet {index_at_add}"
+            )),
         }
     })
     .await?;
+    assert_eq!(from_metrics.member_id, added.member.id);
+    let from_metrics = from_metrics.applied;
     let status = eventually("learner serves", READY_TIMEOUT, || {
         admin.status(&learner_url)
     })
@@ -593,8 +597,7 @@ async fn a_learner_s_applied_index_is_read_from_its_metrics_port() -> TestResult
     );
     // A port that serves no metrics gives no index.
     let silent =
-        etcd_operator::etcd::applied_index("127.0.0.1", free_port(), Duration::from_millis(500))
-            .await;
+        etcd_operator::etcd::progress("127.0.0.1", free_port(), Duration::from_millis(500)).await;
     assert_eq!(silent, None);
     Ok(())
 }

@@ -353,7 +353,8 @@ async fn pod_timeline(h: &Harness, name: &str) -> String {
         container: Some("etcd".to_string()),
         ..kube::api::LogParams::default()
     };
-    const WORTH: [&str; 9] = [
+    const WORTH: [&str; 10] = [
+        "resolve",
         "starting an etcd server",
         "snapshot",
         "publish",

@@ -6,7 +6,7 @@
 //! published its name through raft. A joining learner that has applied the
 //! cluster's data but not served yet is told apart from one still receiving
 //! its snapshot by `etcd_server_proposals_applied_total`, the raft index it
-//! has applied.
+//! has applied; `etcd_server_id` says which member the page is of.
 
 use std::time::Duration;
 
@@ -17,24 +17,34 @@ use crate::addressing::METRICS_PORT;
 
 /// The metric that holds the applied raft index.
 const APPLIED_INDEX_METRIC: &str = "etcd_server_proposals_applied_total";
+/// The metric whose `server_id` label is the member ID (hex).
+const SERVER_ID_METRIC: &str = "etcd_server_id";
+
+/// What a member's metrics page says of its progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricsProgress {
+    /// The member the page is of.
+    pub member_id: u64,
+    /// The raft index it has applied.
+    pub applied: u64,
+}
 
 /// The most a metrics page is read (etcd's is about 100 KiB).
 const MAX_PAGE_BYTES: u64 = 4 * 1024 * 1024;
 
-/// The applied raft index of the member whose client endpoint is
-/// `client_endpoint`, from its metrics port ([`METRICS_PORT`]) on the same
-/// host; `None` when that port does not answer within `timeout` or the page
-/// lacks the metric.
-pub async fn applied_index_of(client_endpoint: &str, timeout: Duration) -> Option<u64> {
-    applied_index(host_of(client_endpoint)?, METRICS_PORT, timeout).await
+/// The progress of the member behind client endpoint `client_endpoint`,
+/// from its metrics port ([`METRICS_PORT`]) on the same host; `None` when
+/// that port does not answer within `timeout` or the page lacks the metrics.
+pub async fn progress_of(client_endpoint: &str, timeout: Duration) -> Option<MetricsProgress> {
+    progress(host_of(client_endpoint)?, METRICS_PORT, timeout).await
 }
 
-/// The applied raft index served by the metrics port `host:port`.
-pub async fn applied_index(host: &str, port: u16, timeout: Duration) -> Option<u64> {
+/// The progress served by the metrics port `host:port`.
+pub async fn progress(host: &str, port: u16, timeout: Duration) -> Option<MetricsProgress> {
     let page = tokio::time::timeout(timeout, metrics_page(host, port))
         .await
         .ok()??;
-    parse_applied_index(&page)
+    parse_progress(&page)
 }
 
 /// The host of an endpoint URL (`http://host:2379` → `host`).
@@ -70,8 +80,25 @@ async fn metrics_page(host: &str, port: u16) -> Option<String> {
         .map(|_| body.to_string())
 }
 
+/// The member ID and applied index in a Prometheus text page.
+pub fn parse_progress(page: &str) -> Option<MetricsProgress> {
+    Some(MetricsProgress {
+        member_id: parse_server_id(page)?,
+        applied: parse_applied_index(page)?,
+    })
+}
+
+/// The `server_id` label of [`SERVER_ID_METRIC`] (`etcd_server_id{server_id="c101dfba14dad56"} 1`).
+fn parse_server_id(page: &str) -> Option<u64> {
+    let prefix = format!("{SERVER_ID_METRIC}{{server_id=\"");
+    page.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split('"').next())
+        .and_then(crate::addressing::parse_id)
+}
+
 /// The value of [`APPLIED_INDEX_METRIC`] in a Prometheus text page.
-pub fn parse_applied_index(page: &str) -> Option<u64> {
+fn parse_applied_index(page: &str) -> Option<u64> {
     page.lines()
         .filter(|line| !line.starts_with('#'))
         .find_map(|line| {
@@ -98,6 +125,24 @@ fn parse_number(value: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_member_and_its_applied_index_are_read_from_the_metrics_page() {
+        let page = "# TYPE etcd_server_id gauge\n\
+                    etcd_server_id{server_id=\"c101dfba14dad56\"} 1\n\
+                    etcd_server_proposals_applied_total 15635\n";
+        assert_eq!(
+            parse_progress(page),
+            Some(MetricsProgress {
+                member_id: 0x0c10_1dfb_a14d_ad56,
+                applied: 15635
+            })
+        );
+        assert_eq!(
+            parse_progress("etcd_server_proposals_applied_total 15635\n"),
+            None
+        );
+    }
 
     #[test]
     fn the_applied_index_is_read_from_the_metrics_page() {

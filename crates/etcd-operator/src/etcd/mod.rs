@@ -19,7 +19,7 @@ mod tls;
 mod types;
 
 pub use admin::{EtcdAdmin, LeaderEndpoint};
-pub use applied_index::{applied_index, parse_applied_index};
+pub use applied_index::{MetricsProgress, parse_progress, progress};
 pub use client::ConnectSettings;
 pub use error::{ErrorCategory, EtcdError};
 pub use maintenance::{Alarm, AlarmKind, DEFRAG_TIMEOUT, parse_alarms};

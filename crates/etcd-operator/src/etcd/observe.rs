@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use super::admin::{EtcdAdmin, preference_order};
-use super::applied_index::applied_index_of;
+use super::applied_index::progress_of;
 use super::client::ConnectSettings;
 use super::error::EtcdError;
 use super::types::{
@@ -108,7 +108,7 @@ impl EtcdAdmin {
         let (cluster_id, members, members_reported_by) = match list {
             Ok(list) => (
                 Some(list.cluster_id),
-                with_learner_progress(observed_members(&list, &endpoints)).await,
+                with_learner_progress(observed_members(&list, &endpoints), &endpoints).await,
                 Some(list.reported_by),
             ),
             Err(_) => {
@@ -150,17 +150,29 @@ impl EtcdAdmin {
 const METRICS_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Adds, to every learner that has published its name but whose client
-/// port did not answer, the raft index it has applied (from its metrics
-/// port), read concurrently.
-async fn with_learner_progress(mut members: Vec<ObservedMember>) -> Vec<ObservedMember> {
-    let reads = members.iter_mut().filter_map(|member| {
-        let silent_learner = member.is_learner && member.has_started() && member.status.is_none();
-        let endpoint = member.endpoint.clone().filter(|_| silent_learner)?;
-        Some(async move {
-            member.applied_index_from_metrics = applied_index_of(&endpoint, METRICS_TIMEOUT).await;
-        })
-    });
-    join_all(reads).await;
+/// port did not answer, the raft index it has applied: read from the
+/// metrics ports of the endpoints that did not answer (concurrently), each
+/// page naming its member.
+async fn with_learner_progress(
+    mut members: Vec<ObservedMember>,
+    endpoints: &[EndpointObservation],
+) -> Vec<ObservedMember> {
+    let silent_learner = |m: &ObservedMember| m.is_learner && m.has_started() && m.status.is_none();
+    if !members.iter().any(silent_learner) {
+        return members;
+    }
+    let reads = endpoints
+        .iter()
+        .filter(|e| e.status.is_none())
+        .map(|e| progress_of(&e.endpoint, METRICS_TIMEOUT));
+    for progress in join_all(reads).await.into_iter().flatten() {
+        if let Some(member) = members
+            .iter_mut()
+            .find(|m| m.id == progress.member_id && silent_learner(m))
+        {
+            member.applied_index_from_metrics = Some(progress.applied);
+        }
+    }
     members
 }
 
