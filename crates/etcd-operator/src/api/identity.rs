@@ -28,10 +28,6 @@ pub const CLUSTER_TOKEN_ANNOTATION: &str = "durable-etcd.io/cluster-token";
 pub const CLUSTER_ID_ANNOTATION: &str = "durable-etcd.io/cluster-id";
 /// PVC annotation: the etcd member ID (hex) the data belongs to.
 pub const MEMBER_ID_ANNOTATION: &str = "durable-etcd.io/member-id";
-/// PVC annotation: when the operator last restarted the learner on this
-/// volume because etcd left it holding the cluster's data without serving
-/// (RFC 3339); the restarts of one learner are spaced by it.
-pub const LEARNER_RESTARTED_ANNOTATION: &str = "durable-etcd.io/learner-restarted-at";
 /// Set to `"true"` on a PVC that a restore kept (it holds a survivor's data
 /// of a lost incarnation) to let the operator delete it.
 pub const RELEASE_DATA_ANNOTATION: &str = "durable-etcd.io/release-retained-data";

@@ -50,9 +50,7 @@ pub struct NetworkPolicySpec {
     /// Who may reach the metrics port (`/metrics`, `/livez`, `/readyz`:
     /// plain HTTP, no keys). Unset: anyone, so that a scraper in any
     /// namespace works. A list: only those peers (same forms as
-    /// `clientsFrom`) and the operator, which reads there how far a joining
-    /// member has applied the log; an empty list closes the port to every
-    /// other Pod.
+    /// `clientsFrom`); an empty list closes the port to every Pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Vec<NetworkPolicyPeer>", length(max = MAX_PEERS))]
     #[x_kube(validation = peers_name_something("metricsFrom"))]

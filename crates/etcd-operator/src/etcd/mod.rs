@@ -9,7 +9,6 @@
 //!   defragmentation and alarms.
 
 mod admin;
-mod applied_index;
 mod client;
 mod error;
 mod maintenance;
@@ -19,7 +18,6 @@ mod tls;
 mod types;
 
 pub use admin::{EtcdAdmin, LeaderEndpoint};
-pub use applied_index::{MetricsProgress, parse_progress, progress};
 pub use client::ConnectSettings;
 pub use error::{ErrorCategory, EtcdError};
 pub use maintenance::{Alarm, AlarmKind, DEFRAG_TIMEOUT, parse_alarms};

@@ -1,12 +1,9 @@
 //! One observation of an etcd cluster, for the planner. It never fails on
 //! a partial or total outage: whatever did not answer is recorded as such.
 
-use std::time::Duration;
-
 use futures::future::join_all;
 
 use super::admin::{EtcdAdmin, preference_order};
-use super::applied_index::progress_of;
 use super::client::ConnectSettings;
 use super::error::EtcdError;
 use super::types::{
@@ -108,7 +105,7 @@ impl EtcdAdmin {
         let (cluster_id, members, members_reported_by) = match list {
             Ok(list) => (
                 Some(list.cluster_id),
-                with_learner_progress(observed_members(&list, &endpoints), &endpoints).await,
+                observed_members(&list, &endpoints),
                 Some(list.reported_by),
             ),
             Err(_) => {
@@ -146,36 +143,6 @@ impl EtcdAdmin {
     }
 }
 
-/// How long a learner's metrics port gets to answer.
-const METRICS_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// Adds, to every learner that has published its name but whose client
-/// port did not answer, the raft index it has applied: read from the
-/// metrics ports of the endpoints that did not answer (concurrently), each
-/// page naming its member.
-async fn with_learner_progress(
-    mut members: Vec<ObservedMember>,
-    endpoints: &[EndpointObservation],
-) -> Vec<ObservedMember> {
-    let silent_learner = |m: &ObservedMember| m.is_learner && m.has_started() && m.status.is_none();
-    if !members.iter().any(silent_learner) {
-        return members;
-    }
-    let reads = endpoints
-        .iter()
-        .filter(|e| e.status.is_none())
-        .map(|e| progress_of(&e.endpoint, METRICS_TIMEOUT));
-    for progress in join_all(reads).await.into_iter().flatten() {
-        if let Some(member) = members
-            .iter_mut()
-            .find(|m| m.id == progress.member_id && silent_learner(m))
-        {
-            member.applied_index_from_metrics = Some(progress.applied);
-        }
-    }
-    members
-}
-
 /// Joins the member list with what each endpoint said about itself.
 fn observed_members(list: &MemberList, endpoints: &[EndpointObservation]) -> Vec<ObservedMember> {
     list.members
@@ -210,7 +177,6 @@ fn observed_members(list: &MemberList, endpoints: &[EndpointObservation]) -> Vec
                 endpoint,
                 status,
                 health,
-                applied_index_from_metrics: None,
             }
         })
         .collect()
@@ -227,6 +193,8 @@ fn same_endpoint(a: &str, b: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     /// An endpoint nothing listens on: a port bound, then released.

@@ -116,12 +116,6 @@ pub struct ObservedMember {
     pub endpoint: Option<String>,
     pub status: Option<EndpointStatus>,
     pub health: MemberHealth,
-    /// The raft index it has applied, from its metrics port: read only for
-    /// a learner that has published its name but whose client port did not
-    /// answer (etcd serves metrics from its start, clients only once its
-    /// own publish request has come back to it).
-    #[serde(default)]
-    pub applied_index_from_metrics: Option<u64>,
 }
 
 impl ObservedMember {

@@ -24,9 +24,6 @@ pub enum ActionKind {
     RestoreFromSurvivor,
     RestoreFromBackup,
     AdvanceRaftLog,
-    /// A learner's Pod deleted (and recreated on its volume) because etcd
-    /// left it holding the cluster's data without serving.
-    RestartLearner,
     RunRestore,
     DeleteRestorePod,
     AdoptRestoredVolume,
@@ -79,7 +76,7 @@ pub struct ActionRow {
 
 impl ActionKind {
     /// Every kind, in the order of the table.
-    pub const ALL: [ActionKind; 31] = [
+    pub const ALL: [ActionKind; 30] = [
         Self::CreatePeerService,
         Self::CreateClientService,
         Self::ApplyPodDisruptionBudget,
@@ -97,7 +94,6 @@ impl ActionKind {
         Self::RestoreFromSurvivor,
         Self::RestoreFromBackup,
         Self::AdvanceRaftLog,
-        Self::RestartLearner,
         Self::RunRestore,
         Self::DeleteRestorePod,
         Self::AdoptRestoredVolume,
@@ -152,7 +148,6 @@ impl ActionKind {
                 false,
             ),
             Self::AdvanceRaftLog => ("AdvanceRaftLog", "RaftLogAdvanced", Quiet, false),
-            Self::RestartLearner => ("RestartLearner", "LearnerRestarted", Normal, false),
             Self::RunRestore => ("RunRestore", "RestorePodStarted", Normal, false),
             Self::DeleteRestorePod => ("DeleteRestorePod", "RestorePodDeleted", Normal, false),
             Self::AdoptRestoredVolume => {
@@ -352,23 +347,6 @@ pub enum Action {
         /// Its ordinal.
         ordinal: u32,
     },
-    /// Delete a learner's Pod so that etcd starts again on the data it
-    /// holds: it applied the cluster's data, but the request publishing its
-    /// name was committed inside the snapshot it received, so etcd waits
-    /// out its 7 s request timeout before it asks again and serves. A
-    /// restart asks at once. The learner votes on nothing; its volume stays.
-    RestartLearner {
-        /// The learner.
-        learner: MemberId,
-        /// Its ordinal.
-        ordinal: u32,
-        /// The raft index it has applied.
-        applied: u64,
-        /// The leader's raft index.
-        leader: u64,
-        /// Now: recorded on its PVC, so the next restart waits.
-        at: k8s_openapi::jiff::Timestamp,
-    },
     /// Move raft leadership to another voter.
     TransferLeadership {
         /// The current leader.
@@ -526,7 +504,6 @@ impl Action {
             Self::RestoreFromSurvivor { .. } => ActionKind::RestoreFromSurvivor,
             Self::RestoreFromBackup { .. } => ActionKind::RestoreFromBackup,
             Self::AdvanceRaftLog { .. } => ActionKind::AdvanceRaftLog,
-            Self::RestartLearner { .. } => ActionKind::RestartLearner,
             Self::RunRestore { .. } => ActionKind::RunRestore,
             Self::DeleteRestorePod { .. } => ActionKind::DeleteRestorePod,
             Self::AdoptRestoredVolume { .. } => ActionKind::AdoptRestoredVolume,
@@ -630,17 +607,6 @@ impl Action {
             ),
             Self::AdvanceRaftLog { learner, ordinal } => format!(
                 "committing a raft entry for learner {} ({}), which has not started serving yet",
-                member(ordinal),
-                format_id(*learner)
-            ),
-            Self::RestartLearner {
-                learner,
-                ordinal,
-                applied,
-                leader,
-                ..
-            } => format!(
-                "restarting learner {} ({}): it has applied the cluster's data (raft index {applied} of the leader's {leader}) but does not serve, since its request to publish its name came back inside the snapshot it received and etcd asks again only after 7 s; started again on its volume, it asks at once",
                 member(ordinal),
                 format_id(*learner)
             ),

@@ -363,54 +363,6 @@ fn next_token(token: &str, _previous: &str) -> String {
 const RAFT_NUDGE_INTERVAL: k8s_openapi::jiff::SignedDuration =
     k8s_openapi::jiff::SignedDuration::from_secs(5);
 
-/// The shortest time between two restarts of a learner that does not serve.
-const LEARNER_RESTART_INTERVAL: k8s_openapi::jiff::SignedDuration =
-    k8s_openapi::jiff::SignedDuration::from_secs(30);
-
-/// A restart of a learner that has applied the cluster's data (to within
-/// the tenth of the leader's raft index that etcd's promotion allows) and
-/// has published its name, yet has not served for a second: etcd applied
-/// its publish request inside the snapshot it received and waits out its
-/// 7 s request timeout before it asks again. Started again on its volume,
-/// it asks at once. Nothing of the cluster's data is on the learner alone,
-/// and it votes on nothing: the restart costs no availability.
-fn restart_of_unpublished_learner(
-    cx: &Context<'_>,
-    learner: &super::membership::KnownMember,
-    ordinal: u32,
-) -> Option<Action> {
-    if !learner.started
-        || learner.healthy
-        || cx.membership.source != Source::Live
-        || !cx.membership.quorum
-        || cx.o.now.duration_since(learner.healthy_since) < super::membership::LEARNER_SETTLE
-    {
-        return None;
-    }
-    let applied = learner.applied_index_from_metrics.filter(|&i| i > 0)?;
-    let leader = cx
-        .membership
-        .members
-        .iter()
-        .find(|m| m.leader)
-        .and_then(|m| m.raft_index)?;
-    if applied.saturating_mul(10) < leader.saturating_mul(9) {
-        return None;
-    }
-    let restarted_lately =
-        cx.o.objects(ordinal)
-            .pvc
-            .and_then(|pvc| pvc.learner_restarted_at)
-            .is_some_and(|at| cx.o.now.duration_since(at) < LEARNER_RESTART_INTERVAL);
-    (!restarted_lately).then_some(Action::RestartLearner {
-        learner: learner.id,
-        ordinal,
-        applied,
-        leader,
-        at: cx.o.now,
-    })
-}
-
 /// Rule 3: at most one learner; promote it once it has caught up and served
 /// for [`super::membership::LEARNER_SETTLE`].
 fn learner_in_progress(cx: &Context<'_>) -> Option<Step> {
@@ -446,9 +398,6 @@ fn learner_in_progress(cx: &Context<'_>) -> Option<Step> {
             learner: learner.id,
             ordinal,
         });
-    }
-    if pod_running && let Some(restart) = restart_of_unpublished_learner(cx, learner, ordinal) {
-        return act(restart);
     }
     if !learner.started || !cx.membership.settled_learner(learner) {
         return wait(Waiting::LearnerCatchingUp);

@@ -43,9 +43,6 @@ pub struct KnownMember {
     pub revision: Option<i64>,
     /// Its raft index.
     pub raft_index: Option<u64>,
-    /// The raft index it has applied, from its metrics port, when it is a
-    /// learner that has published its name but does not serve clients.
-    pub applied_index_from_metrics: Option<u64>,
     /// What its endpoint said when unhealthy.
     pub health_detail: Option<String>,
     /// The etcd release it runs, as it reports it.
@@ -139,7 +136,6 @@ impl Membership {
                         leader: observed.etcd.leader == Some(m.id),
                         revision: m.status.as_ref().map(|s| s.revision),
                         raft_index: m.status.as_ref().map(|s| s.raft_index),
-                        applied_index_from_metrics: m.applied_index_from_metrics,
                         health_detail: health_detail(&m.health),
                         version: m.status.as_ref().map(|s| s.version.clone()),
                         storage_version: m
@@ -295,7 +291,6 @@ fn last_known(cluster: &str, m: &MemberStatus, now: Timestamp) -> Option<KnownMe
         leader: false,
         revision: m.revision,
         raft_index: m.raft_index.and_then(|i| u64::try_from(i).ok()),
-        applied_index_from_metrics: None,
         health_detail: Some("no member answered".to_string()),
         version: m.version.clone(),
         storage_version: None,

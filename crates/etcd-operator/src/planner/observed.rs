@@ -195,9 +195,6 @@ pub struct PvcState {
     /// The volume was expanded and its filesystem grows the next time a
     /// Pod mounts it (condition `FileSystemResizePending`).
     pub filesystem_resize_pending: bool,
-    /// When the operator last restarted the learner on it
-    /// (`durable-etcd.io/learner-restarted-at`).
-    pub learner_restarted_at: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 /// Phase of a PVC.

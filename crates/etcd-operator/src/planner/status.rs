@@ -742,7 +742,7 @@ fn learner_progress_message(cx: &Context<'_>) -> String {
         .iter()
         .find(|m| m.leader)
         .and_then(|m| m.raft_index);
-    let applied = learner.raft_index.or(learner.applied_index_from_metrics);
+    let applied = learner.raft_index;
     let progress = match (applied, leader) {
         (Some(applied), Some(leader)) => {
             format!(", raft index {applied} of the leader's {leader}")

@@ -15,10 +15,7 @@ use serde::de::DeserializeOwned;
 use super::FIELD_MANAGER;
 use super::delete::delete_unless_gone;
 use super::error::ActError;
-use crate::api::identity::{
-    CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, LEARNER_RESTARTED_ANNOTATION,
-    MEMBER_ID_ANNOTATION,
-};
+use crate::api::identity::{CLUSTER_ID_ANNOTATION, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION};
 use crate::etcd::{ConnectSettings, EtcdAdmin, EtcdError, MemberId, format_id};
 
 /// A child object to apply.
@@ -70,18 +67,6 @@ pub enum Step {
         /// Skip the grace period: only for a pod whose node is confirmed
         /// gone (durability rule 4), so no process of it can still run.
         force: bool,
-    },
-    /// Record the time on a learner's PVC, then delete its Pod (gracefully)
-    /// so that etcd starts again on the learner's data.
-    RestartLearner {
-        /// Pod name.
-        pod: String,
-        /// UID the plan saw.
-        uid: Option<String>,
-        /// PVC name.
-        pvc: String,
-        /// Now, RFC 3339.
-        at: String,
     },
     /// Merge annotations into a PVC (identity of the data it holds).
     AnnotatePvc {
@@ -238,14 +223,6 @@ pub async fn execute(
             delete::<Pod>(client, namespace, name, uid.clone(), *force).await?;
             Ok(note(step))
         }
-        Step::RestartLearner { pod, uid, pvc, at } => {
-            let patch = serde_json::json!({
-                "metadata": { "annotations": { LEARNER_RESTARTED_ANNOTATION: at } }
-            });
-            merge_patch::<PersistentVolumeClaim>(client, namespace, pvc, &patch).await?;
-            delete::<Pod>(client, namespace, pod, uid.clone(), false).await?;
-            Ok(note(step))
-        }
         Step::DeletePvc { name, uid } => {
             delete::<PersistentVolumeClaim>(client, namespace, name, uid.clone(), false).await?;
             Ok(note(step))
@@ -397,11 +374,6 @@ pub fn note(step: &Step) -> String {
             } else {
                 format!("deleted Pod {name}")
             }
-        }
-        Step::RestartLearner { pod, pvc, at, .. } => {
-            format!(
-                "recorded {LEARNER_RESTARTED_ANNOTATION}={at} on PersistentVolumeClaim {pvc} and deleted Pod {pod}"
-            )
         }
         Step::AnnotatePvc { name, annotations } => format!(
             "recorded {} on PersistentVolumeClaim {name}",

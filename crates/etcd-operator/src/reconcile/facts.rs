@@ -7,8 +7,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::identity::{
-    CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, LEARNER_RESTARTED_ANNOTATION,
-    MEMBER_ID_ANNOTATION, MemberIdentity, ORDINAL_LABEL, RELEASE_DATA_ANNOTATION, parse_id,
+    CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION,
+    MemberIdentity, ORDINAL_LABEL, RELEASE_DATA_ANNOTATION, parse_id,
 };
 use crate::planner::{
     GuardRefusal, NodeState, PodPhase, PodState, PvcPhase, PvcState, RestorePodState, VolumeKind,
@@ -222,10 +222,6 @@ pub fn pvc_state(pvc: &PersistentVolumeClaim, volume: Option<&PersistentVolume>)
                 c.iter()
                     .any(|c| c.type_ == "FileSystemResizePending" && c.status == "True")
             }),
-        learner_restarted_at: pvc
-            .annotations()
-            .get(LEARNER_RESTARTED_ANNOTATION)
-            .and_then(|v| v.parse().ok()),
     }
 }
 

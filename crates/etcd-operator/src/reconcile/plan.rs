@@ -282,15 +282,6 @@ fn to_step(
                 force: *force,
             }
         }
-        Action::RestartLearner { ordinal, at, .. } => {
-            let pod_name = member(*ordinal);
-            Step::RestartLearner {
-                uid: uid_of_pod(&pod_name),
-                pod: pod_name,
-                pvc: pvc_name(&name, *ordinal),
-                at: at.to_string(),
-            }
-        }
         Action::RollMember { ordinal, .. } => {
             let pod_name = member(*ordinal);
             Step::DeletePod {

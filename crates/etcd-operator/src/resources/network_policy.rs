@@ -108,15 +108,13 @@ pub fn network_policy(cluster: &EtcdCluster, operator: &OperatorPods) -> Option<
         rule(Some(clients), &[CLIENT_PORT]),
         rule(Some(vec![operator.peer()]), &[VOLUME_USAGE_PORT]),
     ];
-    // The operator always: it reads there how far a joining learner has
-    // applied the log before the learner serves clients.
-    let metrics_sources = spec.metrics_from.as_ref().map(|peers| {
-        std::iter::once(operator.peer())
-            .chain(peers.iter().cloned())
-            .collect()
-    });
-    // No `from`: every source.
-    ingress.push(rule(metrics_sources, &[METRICS_PORT]));
+    match &spec.metrics_from {
+        // No `from`: every source.
+        None => ingress.push(rule(None, &[METRICS_PORT])),
+        // An empty `from` would also mean every source: no rule instead.
+        Some(peers) if peers.is_empty() => {}
+        Some(peers) => ingress.push(rule(Some(peers.clone()), &[METRICS_PORT])),
+    }
     Some(NetworkPolicy {
         metadata: ObjectMeta {
             name: Some(network_policy_name(&name)),

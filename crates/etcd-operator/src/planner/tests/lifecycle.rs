@@ -555,48 +555,43 @@ fn a_member_replaced_on_an_idle_cluster_gets_an_entry_to_start_serving() {
 }
 
 #[test]
-fn a_learner_that_received_its_own_publish_in_its_snapshot_is_restarted() {
+fn the_status_of_a_wait_for_a_learner_says_how_far_it_has_come() {
+    let progressing = |sim: &Sim| {
+        sim.status
+            .condition(ConditionType::Progressing)
+            .map(|c| c.message.clone())
+            .unwrap_or_default()
+    };
+    // A learner that has just started serving: within its settling second.
     let mut sim = running(3, Volumes::Network);
-    sim.publish_in_snapshot = true;
     sim.wipe(1);
     sim.delete_pod(1);
-    sim.run(80);
-    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
-    let restarts = sim
-        .actions
-        .iter()
-        .filter(|a| matches!(a, Action::RestartLearner { ordinal: 1, .. }))
-        .count();
-    assert_eq!(restarts, 1, "{:?}", sim.actions);
-    let new = sim.members.iter().find(|m| m.ordinal == 1).expect("member");
-    assert!(!new.learner, "the replacement was never promoted");
-    assert_eq!(sim.healthy_voters(), 3, "{:#?}", sim.status);
-}
-
-#[test]
-fn a_learner_that_does_not_serve_is_restarted_at_most_every_half_minute() {
-    let mut sim = running(3, Volumes::Network);
-    sim.publish_in_snapshot = true;
-    sim.wipe(1);
-    sim.delete_pod(1);
-    // Every start of the learner loses its publish again.
-    let mut restarts = Vec::new();
-    for _ in 0..120 {
-        if let Some(Action::RestartLearner { .. }) = sim.reconcile() {
-            restarts.push(sim.now);
-        }
-        let learner = sim.members.iter().find(|m| m.learner).map(|m| m.id);
-        if let Some(id) = learner {
-            sim.unpublished.insert(id);
+    let mut seen = None;
+    for _ in 0..80 {
+        sim.reconcile();
+        let serving = sim
+            .members
+            .iter()
+            .any(|m| m.learner && m.started && sim.member_healthy(m));
+        if serving {
+            // Within the same second: past any bookkeeping, the wait.
+            for _ in 0..3 {
+                if sim.reconcile().is_none() {
+                    break;
+                }
+            }
+            seen = Some(progressing(&sim));
+            break;
         }
         sim.advance(1);
     }
-    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
-    assert!(restarts.len() >= 2, "{restarts:?}");
-    for pair in restarts.windows(2) {
-        let apart = pair[1].duration_since(pair[0]).as_secs();
-        assert!(apart >= 30, "restarted again after {apart} s: {restarts:?}");
-    }
+    let message = seen.expect("the learner served");
+    assert!(
+        message
+            .starts_with("a learner is catching up before promotion: demo-1 serves, raft index ")
+            && message.contains(" of the leader's "),
+        "{message}"
+    );
 }
 
 #[test]

@@ -57,8 +57,6 @@ pub struct SimPvc {
     pub requested: u64,
     pub capacity: u64,
     pub filesystem_resize_pending: bool,
-    /// `durable-etcd.io/learner-restarted-at`.
-    pub learner_restarted_at: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug)]
@@ -135,13 +133,6 @@ pub struct Sim {
     pub idle: bool,
     /// Joined members waiting for a committed entry.
     pub stalled: Vec<u64>,
-    /// A member that joins from a snapshot receives its own publish request
-    /// inside it (etcd's race between the two): it holds the cluster's
-    /// data and its name is published, but it serves only once restarted
-    /// (etcd's retry after 7 s is not modelled).
-    pub publish_in_snapshot: bool,
-    /// Joined members in that state.
-    pub unpublished: std::collections::BTreeSet<u64>,
     /// A learner whose Pod runs never starts serving, whatever is committed
     /// (a crash-looping or misconfigured learner).
     pub learners_never_start: bool,
@@ -229,8 +220,6 @@ impl Sim {
             machines_alive: std::collections::BTreeSet::new(),
             silent: std::collections::BTreeSet::new(),
             stalled: Vec::new(),
-            publish_in_snapshot: false,
-            unpublished: std::collections::BTreeSet::new(),
             storage: release_line(crate::api::version::DEFAULT),
             downgrade: None,
             broken_releases: Vec::new(),
@@ -550,10 +539,6 @@ impl Sim {
         let (running, refusal, data) = match (pvc.data, &pod.bootstrap) {
             (Some(d), _) => {
                 if member_of_ordinal.as_ref().is_some_and(|m| m.id == d) {
-                    // A new start on its data publishes its name again.
-                    if !pod.running {
-                        self.unpublished.remove(&d);
-                    }
                     (true, None, Some(d))
                 } else {
                     (
@@ -607,9 +592,6 @@ impl Sim {
                     }
                     Some(m) if !m.started => {
                         m.started = true;
-                        if self.publish_in_snapshot {
-                            self.unpublished.insert(m.id);
-                        }
                         (true, None, Some(m.id))
                     }
                     Some(_) => (false, Some(data_lost()), None),
@@ -735,7 +717,6 @@ impl Sim {
                 requested: Some(pvc.requested),
                 capacity: Some(pvc.capacity),
                 filesystem_resize_pending: pvc.filesystem_resize_pending,
-                learner_restarted_at: pvc.learner_restarted_at,
             });
         }
         for (o, pod) in &self.pods {
@@ -843,9 +824,8 @@ impl Sim {
                     client_urls: Vec::new(),
                     is_learner: m.learner,
                     endpoint: None,
-                    applied_index_from_metrics: self.applied_from_metrics(m),
                     status: self.member_status(m),
-                    health: if self.member_healthy(m) && !self.unpublished.contains(&m.id) {
+                    health: if self.member_healthy(m) {
                         MemberHealth::Healthy
                     } else {
                         MemberHealth::Unreachable("down".to_string())
@@ -871,13 +851,6 @@ impl Sim {
         }
     }
 
-    /// What the metrics port of a running member that does not serve
-    /// clients says it has applied: everything committed.
-    fn applied_from_metrics(&self, m: &SimMember) -> Option<u64> {
-        let running = self.member_healthy(m) && self.unpublished.contains(&m.id);
-        running.then(|| self.pvcs.values().map(|p| p.index).max().unwrap_or(0))
-    }
-
     /// What a member's endpoint reports about itself: only a member whose
     /// Pod runs on its data answers (with or without quorum).
     fn member_status(&self, m: &SimMember) -> Option<crate::etcd::EndpointStatus> {
@@ -892,7 +865,6 @@ impl Sim {
             || !node_up
             || pvc.data != Some(m.id)
             || self.silent.contains(&m.id)
-            || self.unpublished.contains(&m.id)
             || !self.release_starts(&pod.version)
         {
             return None;
@@ -1123,7 +1095,6 @@ impl Sim {
                         requested: self.spec_bytes(),
                         capacity: self.spec_bytes(),
                         filesystem_resize_pending: false,
-                        learner_restarted_at: None,
                     },
                 );
             }
@@ -1230,27 +1201,6 @@ impl Sim {
                     self.pods.remove(ordinal);
                 } else if let Some(p) = self.pods.get_mut(ordinal) {
                     p.deleting = true;
-                }
-            }
-            Action::RestartLearner {
-                learner,
-                ordinal,
-                at,
-                ..
-            } => {
-                if let Some(pvc) = self.pvcs.get_mut(ordinal) {
-                    pvc.learner_restarted_at = Some(*at);
-                }
-                let is_learner = self
-                    .members
-                    .iter()
-                    .any(|m| m.id == *learner && m.ordinal == *ordinal && m.learner);
-                if !is_learner {
-                    self.violation("restarting a member that is not a learner", &action);
-                }
-                match self.pods.get_mut(ordinal) {
-                    Some(p) => p.deleting = true,
-                    None => self.violation("restarting a learner without a Pod", &action),
                 }
             }
             Action::DeletePvc { ordinal, .. } => {

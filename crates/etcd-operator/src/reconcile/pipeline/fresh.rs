@@ -70,7 +70,6 @@ pub fn compare(planned_from: &EtcdCluster, fresh: Option<&EtcdCluster>) -> Fresh
 pub fn is_disruptive(step: &Step, cluster: &str) -> bool {
     match step {
         Step::DeletePod { .. }
-        | Step::RestartLearner { .. }
         | Step::DeletePvc { .. }
         | Step::RemoveMember { .. }
         | Step::RecordRestore

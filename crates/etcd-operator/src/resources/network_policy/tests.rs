@@ -116,7 +116,7 @@ fn clients_from_adds_peers_to_the_client_port_only() {
 }
 
 #[test]
-fn metrics_from_narrows_the_metrics_port_to_its_peers_and_the_operator() {
+fn metrics_from_narrows_or_closes_the_metrics_port() {
     let narrowed = policy(
         r#"
   networkPolicy:
@@ -126,16 +126,18 @@ fn metrics_from_narrows_the_metrics_port_to_its_peers_and_the_operator() {
     );
     assert_eq!(
         sources_of(&narrowed, METRICS_PORT),
-        json!([
-            operator(),
-            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
-        ])
+        json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}])
     );
-    // The operator reads a joining learner's progress there: an empty list
-    // leaves it alone.
+    // An ingress rule with an empty `from` would let everyone in: a closed
+    // port has no rule at all.
     let closed = policy("  networkPolicy: {metricsFrom: []}");
-    assert_eq!(sources_of(&closed, METRICS_PORT), json!([operator()]));
-    assert_eq!(rules(&closed).len(), 4);
+    assert!(
+        rules(&closed)
+            .iter()
+            .flat_map(|r| r.ports.iter().flatten())
+            .all(|p| p.port != Some(IntOrString::Int(i32::from(METRICS_PORT))))
+    );
+    assert_eq!(rules(&closed).len(), 3);
 }
 
 #[test]
