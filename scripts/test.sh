@@ -58,6 +58,7 @@ cargo test -p module-graph --locked --tests
 # its property tests against real executions and a brute-force checker.
 cargo test -p linearizability --locked
 cargo test -p etcd-operator --locked --test etcd_layer
+cargo test -p etcd-operator --locked --test member_guard_join
 for t in $(ls crates/etcd-operator/tests/backup_*.rs 2>/dev/null | xargs -n1 basename | sed 's/\.rs$//'); do
 	cargo test -p etcd-operator --locked --test "$t"
 done

@@ -31,6 +31,8 @@ pub struct EtcdProcess {
     /// The `etcd` binary; the pinned 3.6 one when none.
     binary: Option<PathBuf>,
     args: Vec<String>,
+    /// A program etcd starts through (`program args... -- etcd ...`).
+    launcher: Option<(PathBuf, Vec<String>)>,
     child: Option<Child>,
 }
 
@@ -47,8 +49,18 @@ impl EtcdProcess {
             log: root.join(format!("{name}.log")),
             binary: None,
             args: Vec::new(),
+            launcher: None,
             child: None,
         }
+    }
+
+    /// Starts etcd through `program` (`program args... -- etcd <flags>`),
+    /// as a member Pod starts it through the member guard; signals go to
+    /// `program`.
+    pub fn with_launcher(mut self, program: &Path, args: &[&str]) -> Self {
+        let args = args.iter().map(|a| (*a).to_owned()).collect();
+        self.launcher = Some((program.to_owned(), args));
+        self
     }
 
     /// Its data in `data_dir` instead.
@@ -98,7 +110,14 @@ impl EtcdProcess {
             .append(true)
             .open(&self.log)
             .map_err(|e| format!("{}: {e}", self.log.display()))?;
-        let mut command = Command::new(&binary);
+        let mut command = match &self.launcher {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg("--").arg(&binary);
+                command
+            }
+            None => Command::new(&binary),
+        };
         command
             .args(["--name", &self.name])
             .arg("--data-dir")

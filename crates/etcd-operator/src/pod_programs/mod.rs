@@ -33,11 +33,13 @@ use std::process::ExitCode;
 use crate::pod_contract::REFUSAL_EXIT_CODE;
 
 /// Runs `member-guard`: returns success when etcd may start (or, with a
-/// command to exec, never returns then); otherwise leaves the report and
-/// returns [`REFUSAL_EXIT_CODE`] for a refusal, failure for anything else.
+/// command to exec, never returns then; with etcd run as its child, etcd's
+/// exit code); otherwise leaves the report and returns
+/// [`REFUSAL_EXIT_CODE`] for a refusal, failure for anything else.
 pub fn run_member_guard(args: member_guard::MemberGuardArgs) -> ExitCode {
     match member_guard::run(args) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(member_guard::GuardEnd::Passed) => ExitCode::SUCCESS,
+        Ok(member_guard::GuardEnd::EtcdExited(code)) => ExitCode::from(code),
         Err(error) => {
             termination::leave(&error.report());
             if error.is_refusal() {

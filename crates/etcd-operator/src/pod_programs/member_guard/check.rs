@@ -16,7 +16,7 @@ use crate::pod_programs::identity_marker::{
 /// and the Pod-scoped marker, decide, and write both markers (synced) when
 /// the decision is to start. With a command to exec, this pass records that
 /// etcd ran on the volume before returning.
-pub fn check_volume(args: &MemberGuardArgs) -> Result<(), MemberGuardError> {
+pub fn check_volume(args: &MemberGuardArgs) -> Result<CheckedVolume, MemberGuardError> {
     let marker_path = match &args.marker_file {
         Some(path) => path.clone(),
         None => default_marker_path(&args.data_dir)?,
@@ -69,7 +69,17 @@ pub fn check_volume(args: &MemberGuardArgs) -> Result<(), MemberGuardError> {
     if let (Some(path), Some(marker)) = (&args.seen_marker, &passed) {
         write_marker_file(path, marker)?;
     }
-    Ok(())
+    Ok(CheckedVolume {
+        data_present: volume.data_present,
+    })
+}
+
+/// What a pass that lets etcd start found on the volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckedVolume {
+    /// The data directory had entries: etcd starts on its data, not as a
+    /// new member.
+    pub data_present: bool,
 }
 
 /// Fails unless `program` is a file with an execute bit, so that the marker

@@ -40,13 +40,21 @@
 //! Pod's container status (`lastState.terminated.message`) and replaces
 //! the member instead of starting etcd on the wrong data.
 //!
+//! When etcd starts on an empty data dir to join a cluster that exists, the
+//! guard does not exec etcd but stays its parent until the new member has
+//! published its name, and restarts it once if etcd's publish race would
+//! keep it from serving for its request timeout (see [`first_join`]).
+//!
 //! The guard is split by concern: [`decision`] is the pure table above,
 //! [`check`] one pass on the volume, [`refusal`] what a refusal or a
-//! failure says.
+//! failure says, [`first_join`] what the guard watches while a new member
+//! joins and [`supervise`] the guard as etcd's parent then.
 
 pub mod check;
 pub mod decision;
+pub mod first_join;
 pub mod refusal;
+pub mod supervise;
 
 use std::path::PathBuf;
 
@@ -54,7 +62,7 @@ use crate::etcd::parse_id;
 use crate::pod_programs::file_error::io;
 use crate::pod_programs::install::install_self;
 
-pub use check::check_volume;
+pub use check::{CheckedVolume, check_volume};
 pub use decision::{
     ExpectedIdentity, GuardDecision, GuardPass, VolumeState, decide, decide_in_pod,
 };
@@ -126,20 +134,37 @@ fn parse_hex_id(text: &str) -> Result<u64, NotAnId> {
     parse_id(text).ok_or_else(|| NotAnId(text.to_owned()))
 }
 
-/// Runs the guard: read the volume, decide, write the marker if needed.
-/// `Ok(())` means etcd may start; the caller prints the error and exits
-/// non-zero otherwise.
-pub fn run(args: MemberGuardArgs) -> Result<(), MemberGuardError> {
-    check_volume(&args)?;
+/// How the guard ends when it let etcd start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardEnd {
+    /// The volume passed and there was no command to run (or to exec).
+    Passed,
+    /// The guard ran etcd as its child (a new member's join) and etcd
+    /// exited: the guard exits with this code.
+    EtcdExited(u8),
+}
+
+/// Runs the guard: read the volume, decide, write the marker if needed,
+/// then exec etcd (or, for a new member's join, run it as a child).
+/// `Ok` means etcd may start or has run; the caller prints the error and
+/// exits non-zero otherwise.
+pub fn run(args: MemberGuardArgs) -> Result<GuardEnd, MemberGuardError> {
+    let volume = check_volume(&args)?;
     if let Some(target) = &args.install_to {
         install_self(target)?;
     }
     if let Some((program, rest)) = args.exec.split_first() {
+        let join_metrics = (!volume.data_present)
+            .then(|| first_join::join_metrics_address(rest))
+            .flatten();
+        if let Some(metrics) = join_metrics {
+            return supervise::run_watched(&args, metrics).map(GuardEnd::EtcdExited);
+        }
         use std::os::unix::process::CommandExt;
         let error = std::process::Command::new(program).args(rest).exec();
         return Err(io("executing", std::path::Path::new(program))(error).into());
     }
-    Ok(())
+    Ok(GuardEnd::Passed)
 }
 
 #[cfg(test)]

@@ -103,6 +103,10 @@ pub enum MemberGuardError {
     Marker(#[from] MarkerError),
     #[error(transparent)]
     File(#[from] FileError),
+    /// The guard could not run etcd as its child while a new member joins
+    /// (no async runtime, no signal handlers, no process ID).
+    #[error("running etcd while the new member joins: {0}")]
+    Watch(std::io::Error),
 }
 
 impl MemberGuardError {

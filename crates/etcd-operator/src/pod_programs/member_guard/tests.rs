@@ -48,13 +48,13 @@ impl MemberDirs {
     }
 
     /// The Pod starts: init container, then the etcd container.
-    fn start_pod(&self) -> Result<(), MemberGuardError> {
+    fn start_pod(&self) -> Result<CheckedVolume, MemberGuardError> {
         check_volume(&self.args(false, false))?;
         self.restart_etcd()
     }
 
     /// The etcd container (re)starts in the same Pod.
-    fn restart_etcd(&self) -> Result<(), MemberGuardError> {
+    fn restart_etcd(&self) -> Result<CheckedVolume, MemberGuardError> {
         check_volume(&self.args(true, false))
     }
 
@@ -93,9 +93,9 @@ impl MemberDirs {
     }
 }
 
-fn expect_data_loss(outcome: Result<(), MemberGuardError>) -> Result<(), String> {
+fn expect_data_loss(outcome: Result<CheckedVolume, MemberGuardError>) -> Result<(), String> {
     match outcome {
-        Ok(()) => Err("etcd would start on an empty volume under its old identity".into()),
+        Ok(_) => Err("etcd would start on an empty volume under its old identity".into()),
         Err(error)
             if error.refusal().map(Refusal::kind) == Some(pod_contract::Refusal::DataLost) =>
         {
