@@ -453,8 +453,10 @@ operator's zstd settings of full backups, to compare others.
   measured after it: a new member serves clients only once its first
   proposal (publishing its name) has been applied, and when that proposal is
   committed before the snapshot the member receives, the member waits out
-  etcd's 7 s request timeout and proposes again: about 7 s then, whichever
-  side replaces the member.
+  etcd's 7 s request timeout and proposes again: about 7 s then with etcd
+  alone. In the operator's Pods the member guard restarts etcd when that
+  proposal is still pending 500 ms after the snapshot was applied, and the
+  member serves about 1.4 s after the snapshot (docs/durability.md).
 - **Writes during a replacement**: on both sides, one small write every
   200 ms. With no write at all, etcd (3.6.16 and 3.7.3) can leave a member
   that joined from a snapshot more than 5,000 entries ahead unready for good:
