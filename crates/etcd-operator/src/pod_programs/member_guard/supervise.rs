@@ -73,11 +73,10 @@ async fn supervise(args: &MemberGuardArgs, metrics: SocketAddr) -> Result<u8, Me
             match next_event(&mut child, &mut signals, &mut ticks, watch.is_some()).await? {
                 Event::Exited(status) => return Ok(exit_code(status)),
                 Event::Signal(forwarded) => {
-                    terminating |= forwarded != Signal::SIGHUP;
+                    pass_on(pid, forwarded, &mut terminating);
                     if terminating {
                         watch = None;
                     }
-                    send(pid, forwarded);
                 }
                 Event::Tick => {
                     let Some(current) = watch.as_mut() else {
@@ -131,10 +130,7 @@ async fn stop(
     loop {
         tokio::select! {
             status = child.wait() => return status.map_err(MemberGuardError::Watch),
-            forwarded = signals.next() => {
-                *terminating |= forwarded != Signal::SIGHUP;
-                send(pid, forwarded);
-            }
+            forwarded = signals.next() => pass_on(pid, forwarded, terminating),
             () = &mut deadline => send(pid, Signal::SIGKILL),
         }
     }
@@ -159,6 +155,13 @@ fn child_pid(child: &Child) -> Result<Pid, MemberGuardError> {
         .and_then(|id| i32::try_from(id).ok())
         .ok_or_else(|| MemberGuardError::Watch(std::io::Error::other("etcd has no process id")))?;
     Ok(Pid::from_raw(id))
+}
+
+/// Passes a signal the guard got on to etcd; any but SIGHUP ends etcd, so
+/// no restart follows it.
+fn pass_on(pid: Pid, signal: Signal, terminating: &mut bool) {
+    *terminating |= signal != Signal::SIGHUP;
+    send(pid, signal);
 }
 
 /// Sends a signal to etcd; one that has exited already is not an error.
