@@ -22,10 +22,10 @@ pub enum AgentError {
 }
 
 /// Runs the agent until SIGTERM (or SIGINT): registers the Node, renews
-/// its Lease, reports its status and runs the pods bound to it. Containers
-/// left by an earlier agent of this node are killed first and the volumes
-/// they had mounted released (a restarted node starts its pods again from
-/// their volumes).
+/// its Lease, reports its status and runs the pods bound to it. Before any
+/// pod starts, containers left by an earlier agent of this node are killed
+/// and the volumes they had mounted released (a restarted node starts its
+/// pods again from their volumes).
 pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = kube_client::from_kubeconfig(&config.kubeconfig, Timeouts::WATCH).await?;
@@ -34,12 +34,6 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
         None => cgroup::detect_root()?,
     };
     let cgroups = NodeCgroups::new(&root, &config.node_name);
-    cgroups.kill_all_containers().await;
-    // With its containers gone, the node's pods hold no volume: their
-    // mounts go (the pods still bound mount them again when they start).
-    if let Err(e) = crate::volume::unmount_claims(&config.pods_dir()).await {
-        tracing::warn!("unmounting the volumes of earlier pods: {e}");
-    }
     for dir in [config.pods_dir(), config.node_log_dir()] {
         std::fs::create_dir_all(&dir).context(|| format!("create {}", dir.display()))?;
     }
@@ -47,7 +41,11 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     let ctx = std::sync::Arc::new(crate::node_context::NodeContext::new(
         client, config, cgroups,
     ));
+    // The node reports itself at once, as a kubelet does while it cleans
+    // up: the clean-up below waits on the disks, which can be slow on a
+    // busy machine, and no pod starts before it ends.
     let heartbeat = tokio::spawn(node::heartbeat(ctx.clone()));
+    release_earlier_pods(&ctx).await;
     let pods = tokio::spawn(pods::watch_pods(ctx.clone()));
     let logs = tokio::spawn(crate::kubelet_api::serve(ctx.clone()));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -61,4 +59,19 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     pods.abort();
     logs.abort();
     Ok(())
+}
+
+/// Kills the containers an earlier agent of this node left and unmounts
+/// the volumes their pods had: with the containers gone the pods hold no
+/// volume (the pods still bound mount them again when they start).
+async fn release_earlier_pods(ctx: &crate::node_context::NodeContext) {
+    let started = std::time::Instant::now();
+    ctx.cgroups.kill_all_containers().await;
+    if let Err(e) = crate::volume::unmount_claims(&ctx.config.pods_dir()).await {
+        tracing::warn!("unmounting the volumes of earlier pods: {e}");
+    }
+    tracing::info!(
+        took_ms = started.elapsed().as_millis() as u64,
+        "containers and volumes of earlier pods released"
+    );
 }
