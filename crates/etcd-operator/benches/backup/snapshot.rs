@@ -26,6 +26,8 @@ pub const NAMESPACE: &str = "bench";
 #[derive(Default)]
 struct Samples {
     seconds: Vec<f64>,
+    /// Of each, the upload's end (parts in flight, the store's completion).
+    completion: Vec<f64>,
     snapshot_bytes: u64,
     stored_bytes: u64,
     rss_before_mib: f64,
@@ -47,6 +49,9 @@ impl Samples {
             ));
             figures["rss_before_mib"] = json!(round3(self.rss_before_mib));
             figures["peak_rss_mib"] = json!(round3(self.peak_rss_mib));
+        }
+        if !self.completion.is_empty() {
+            figures["completion_median_s"] = json!(round3(median(&self.completion)));
         }
         figures
     }
@@ -145,6 +150,7 @@ async fn ours(
     let started = Instant::now();
     let taken = take_backup(store, endpoints, NAMESPACE, "main", options).await?;
     samples.seconds.push(started.elapsed().as_secs_f64());
+    samples.completion.push(taken.completion.as_secs_f64());
     samples.peak_rss_mib = samples.peak_rss_mib.max(rss.peak_mib());
     samples.rss_before_mib = samples.rss_before_mib.max(before);
     samples.snapshot_bytes = taken.metadata.snapshot_bytes;

@@ -84,6 +84,10 @@ pub struct TakenBackup {
     pub source: SnapshotSource,
     /// Time from the first status probe to the written metadata.
     pub duration: Duration,
+    /// Of which the upload's end took, once the snapshot's last byte was
+    /// handed to it: the parts still in flight and the store's completion
+    /// (an S3 `CompleteMultipartUpload`, the local store's rename).
+    pub completion: Duration,
 }
 
 /// Takes one full backup of the cluster behind `endpoints` into `store`.
@@ -125,7 +129,9 @@ pub async fn take_backup(
             return Err(error);
         }
     };
+    let completing = Instant::now();
     upload.finish().await?;
+    let completion = completing.elapsed();
 
     let (member_id, cluster_id) = ids(&source);
     let metadata = BackupMetadata {
@@ -163,6 +169,7 @@ pub async fn take_backup(
         location,
         source,
         duration: started.elapsed(),
+        completion,
     })
 }
 

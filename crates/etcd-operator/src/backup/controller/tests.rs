@@ -45,6 +45,7 @@ pub(super) fn taken(revision: i64, completed_at: DateTime<Utc>) -> TakenBackup {
             is_learner: false,
         },
         duration: std::time::Duration::from_millis(2500),
+        completion: std::time::Duration::from_millis(100),
     }
 }
 
