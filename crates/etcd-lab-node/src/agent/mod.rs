@@ -10,6 +10,8 @@ use etcd_lab_common::cgroup::{self, CgroupError, NodeCgroups};
 use etcd_lab_common::kube_client::{self, KubeClientError, Timeouts};
 use etcd_lab_common::{IoContext, IoError};
 
+use crate::node_context::NodeContext;
+
 /// Errors that stop the agent.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -38,9 +40,7 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
         std::fs::create_dir_all(&dir).context(|| format!("create {}", dir.display()))?;
     }
     tracing::info!(node = %config.node_name, ip = %config.node_ip, "node agent starting");
-    let ctx = std::sync::Arc::new(crate::node_context::NodeContext::new(
-        client, config, cgroups,
-    ));
+    let ctx = std::sync::Arc::new(NodeContext::new(client, config, cgroups));
     // The node reports itself at once, as a kubelet does while it cleans
     // up: the clean-up below waits on the disks, which can be slow on a
     // busy machine, and no pod starts before it ends.
@@ -64,7 +64,7 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
 /// Kills the containers an earlier agent of this node left and unmounts
 /// the volumes their pods had: with the containers gone the pods hold no
 /// volume (the pods still bound mount them again when they start).
-async fn release_earlier_pods(ctx: &crate::node_context::NodeContext) {
+async fn release_earlier_pods(ctx: &NodeContext) {
     let started = std::time::Instant::now();
     ctx.cgroups.kill_all_containers().await;
     if let Err(e) = crate::volume::unmount_claims(&ctx.config.pods_dir()).await {
