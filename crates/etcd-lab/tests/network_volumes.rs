@@ -60,6 +60,9 @@ fn volume_is_attached_to_one_node_at_a_time(release: Release, release_timeout: D
         create_claim(&client, "vol-1").await;
         create_pod(&pods, "first-1", "vol-1", 1).await;
         wait_running(&pods, "first-1", Duration::from_secs(120)).await;
+        // Running means its shell started, not that it has written yet: on a
+        // busy machine the node could stop before the write.
+        wait_written(&lab, "vol-1", "first-1").await;
         lab.node_stop("lab-node-1").expect("stop lab-node-1");
         create_pod(&pods, "second-1", "vol-1", 3).await;
         wait_multi_attach(&client, "second-1").await;
@@ -182,6 +185,21 @@ async fn attached_on(client: &kube::Client, node: &str) -> bool {
         .items
         .iter()
         .any(|va| va.spec.node_name == node && va.status.as_ref().is_some_and(|s| s.attached))
+}
+
+/// `pod` has recorded its name in the volume of `claim`.
+async fn wait_written(lab: &Lab, claim: &str, pod: &str) {
+    let dir = lab.volume_dir(NS, claim).await.expect("volume dir");
+    let file = dir.join(format!("written-by-{pod}"));
+    wait_until(
+        &format!("{pod} wrote to {claim}"),
+        Duration::from_secs(60),
+        || {
+            let written = std::fs::read_to_string(&file).is_ok_and(|text| text.trim() == pod);
+            async move { written.then_some(()) }
+        },
+    )
+    .await;
 }
 
 /// The second pod found what the first one wrote: the same volume.
