@@ -58,7 +58,7 @@ pub fn join_metrics_address(etcd_args: &[String]) -> Option<SocketAddr> {
 
 /// The value of `--name=value` or `--name value`; the last one wins, as in
 /// etcd's own flag parsing.
-fn flag_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+pub(super) fn flag_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
     let mut found = None;
     let mut iter = args.iter().peekable();
     while let Some(arg) = iter.next() {

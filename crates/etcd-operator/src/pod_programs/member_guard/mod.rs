@@ -48,11 +48,13 @@
 //! The guard is split by concern: [`decision`] is the pure table above,
 //! [`check`] one pass on the volume, [`refusal`] what a refusal or a
 //! failure says, [`first_join`] what the guard watches while a new member
-//! joins and [`supervise`] the guard as etcd's parent then.
+//! joins, [`peer_reach`] its wait for a peer before that member's first
+//! start and [`supervise`] the guard as etcd's parent then.
 
 pub mod check;
 pub mod decision;
 pub mod first_join;
+pub mod peer_reach;
 pub mod refusal;
 pub mod supervise;
 

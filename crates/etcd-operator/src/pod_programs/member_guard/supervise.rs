@@ -22,6 +22,7 @@ use super::check::check_volume;
 use super::first_join::{
     JoinSample, JoinStep, JoinWatch, MAX_RESTARTS, POLL_INTERVAL, STUCK_AFTER, WATCH_LIMIT,
 };
+use super::peer_reach::{self, PeerWait};
 use super::refusal::MemberGuardError;
 use crate::pod_programs::file_error::io;
 
@@ -58,6 +59,9 @@ async fn supervise(args: &MemberGuardArgs, metrics: SocketAddr) -> Result<u8, Me
         .split_first()
         .ok_or_else(|| MemberGuardError::Watch(std::io::Error::other("no command to run")))?;
     let mut signals = Signals::register().map_err(MemberGuardError::Watch)?;
+    if let Some(code) = wait_for_a_peer(rest, &mut signals).await {
+        return Ok(code);
+    }
     let started = Instant::now();
     let mut restarts = 0;
     let mut terminating = false;
@@ -114,6 +118,40 @@ async fn supervise(args: &MemberGuardArgs, metrics: SocketAddr) -> Result<u8, Me
         // Every start of etcd is checked, this one too.
         check_volume(args)?;
         restarts += 1;
+    }
+}
+
+/// Waits until a peer accepts a connection from this Pod
+/// ([`super::peer_reach`]); `Some(exit code)` when a signal other than
+/// SIGHUP ends the guard meanwhile (etcd has not started).
+async fn wait_for_a_peer(etcd_args: &[String], signals: &mut Signals) -> Option<u8> {
+    let peers = peer_reach::peer_addresses(etcd_args);
+    let wait = peer_reach::wait_for_a_peer(&peers, peer_reach::WAIT_LIMIT);
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            waited = &mut wait => {
+                match waited {
+                    PeerWait::Reached { peer, after } => tracing::info!(
+                        %peer,
+                        waited_ms = after.as_millis(),
+                        "a peer accepts connections from this Pod: starting etcd"
+                    ),
+                    PeerWait::NotReached { after } => tracing::warn!(
+                        peers = ?peers,
+                        waited_ms = after.as_millis(),
+                        "no peer accepted a connection from this Pod: starting etcd, which \
+                         retries on its own"
+                    ),
+                }
+                return None;
+            }
+            signal = signals.next() => {
+                if signal != Signal::SIGHUP {
+                    return Some(u8::try_from(128 + signal as i32).unwrap_or(1));
+                }
+            }
+        }
     }
 }
 
