@@ -303,22 +303,12 @@ pub async fn observe(
 const VOLUME_USAGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Asks the `volume-usage` sidecar of every running member Pod that has
-/// one, at once; a sidecar that does not answer is left out (the member's
-/// volume is then not reported, nothing else follows from it).
+/// one ([`volume_usage_asks`]), at once; a sidecar that does not answer is
+/// left out (the member's volume is then not reported, nothing else
+/// follows from it).
 async fn volume_usage(pods: &[Pod]) -> BTreeMap<u32, crate::planner::VolumeSpace> {
-    let asks = pods.iter().filter_map(|pod| {
-        let ordinal: u32 = pod.labels().get(ORDINAL_LABEL)?.parse().ok()?;
-        let has_sidecar = pod
-            .spec
-            .as_ref()?
-            .containers
-            .iter()
-            .any(|c| c.name == crate::resources::VOLUME_USAGE_CONTAINER);
-        let status = pod.status.as_ref()?;
-        let ip = status.pod_ip.clone().filter(|ip| !ip.is_empty())?;
-        (has_sidecar && status.phase.as_deref() == Some("Running")).then_some((ordinal, ip))
-    });
-    let answers = futures::future::join_all(asks.map(|(ordinal, ip)| async move {
+    let asks = volume_usage_asks(pods);
+    let answers = futures::future::join_all(asks.into_iter().map(|(ordinal, ip)| async move {
         let usage = super::volume_usage::read(&ip, VOLUME_USAGE_TIMEOUT).await;
         if let Err(error) = &usage {
             tracing::debug!(%ip, "volume usage not read: {error}");
@@ -337,6 +327,31 @@ async fn volume_usage(pods: &[Pod]) -> BTreeMap<u32, crate::planner::VolumeSpace
                     available: i64::try_from(usage.available_bytes).unwrap_or(i64::MAX),
                 },
             ))
+        })
+        .collect()
+}
+
+/// The ordinal and address of each member Pod whose `volume-usage`
+/// sidecar is asked: running, with the sidecar and an address. A Pod being
+/// deleted is not asked: its volume is on its way out, and its address
+/// often stops answering before the Pod is gone (an ask then waits out the
+/// whole timeout and holds up the pass: 1 s of every member replacement).
+fn volume_usage_asks(pods: &[Pod]) -> Vec<(u32, String)> {
+    pods.iter()
+        .filter_map(|pod| {
+            if pod.metadata.deletion_timestamp.is_some() {
+                return None;
+            }
+            let ordinal: u32 = pod.labels().get(ORDINAL_LABEL)?.parse().ok()?;
+            let has_sidecar = pod
+                .spec
+                .as_ref()?
+                .containers
+                .iter()
+                .any(|c| c.name == crate::resources::VOLUME_USAGE_CONTAINER);
+            let status = pod.status.as_ref()?;
+            let ip = status.pod_ip.clone().filter(|ip| !ip.is_empty())?;
+            (has_sidecar && status.phase.as_deref() == Some("Running")).then_some((ordinal, ip))
         })
         .collect()
 }
@@ -492,5 +507,37 @@ mod tests {
     #[test]
     fn selects_the_cluster_by_its_label() {
         assert_eq!(cluster_selector("main"), "durable-etcd.io/cluster=main");
+    }
+
+    fn member_pod(ordinal: u32, ip: &str, deleting: bool) -> Pod {
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("m-{ordinal}"), "labels": {ORDINAL_LABEL: ordinal.to_string()}},
+            "spec": {"containers": [
+                {"name": "etcd"},
+                {"name": crate::resources::VOLUME_USAGE_CONTAINER}
+            ]},
+            "status": {"phase": "Running", "podIP": ip}
+        }))
+        .expect("pod");
+        if deleting {
+            pod.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ));
+        }
+        pod
+    }
+
+    #[test]
+    fn the_volume_of_a_pod_being_deleted_is_not_asked_for() {
+        let pods = [
+            member_pod(0, "10.0.0.1", false),
+            member_pod(1, "10.0.0.2", true),
+            member_pod(2, "10.0.0.3", false),
+        ];
+        assert_eq!(
+            volume_usage_asks(&pods),
+            vec![(0, "10.0.0.1".to_owned()), (2, "10.0.0.3".to_owned())]
+        );
     }
 }
