@@ -124,12 +124,15 @@ fn until_stable(cx: &context::Context<'_>) -> Duration {
         .map_or(AT_MOST, |left| (left + MARGIN).min(AT_MOST))
 }
 
+/// How often the operator looks at a learner that does not serve yet.
+const LEARNER_LOOK_INTERVAL: Duration = Duration::from_millis(200);
+
 /// The next pass while a learner catches up: when the learner that serves
-/// has served for its settling second, else in half a second (most of a
-/// replacement's wait after the snapshot is noticing the learner's first
-/// answer).
+/// has served for its settling second, else after
+/// [`LEARNER_LOOK_INTERVAL`] (the learner's first answer starts that
+/// second, so it is looked for often; a look is one read of each member's
+/// status, for the seconds a replacement takes).
 fn until_learner_settled(cx: &context::Context<'_>) -> Duration {
-    const POLL: Duration = Duration::from_millis(500);
     const MARGIN: Duration = Duration::from_millis(100);
     cx.membership
         .learners()
@@ -137,7 +140,7 @@ fn until_learner_settled(cx: &context::Context<'_>) -> Duration {
         .and_then(|learner| cx.membership.until_settled(learner))
         .and_then(|left| Duration::try_from(left).ok())
         .filter(|left| !left.is_zero())
-        .map_or(POLL, |left| left + MARGIN)
+        .map_or(LEARNER_LOOK_INTERVAL, |left| left + MARGIN)
 }
 
 fn events(

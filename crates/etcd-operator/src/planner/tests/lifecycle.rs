@@ -617,12 +617,12 @@ fn a_caught_up_learner_is_promoted_after_a_second_of_service() {
         }
         let plan = sim.last_plan.as_ref().expect("plan");
         if plan.waiting == Some(Waiting::LearnerCatchingUp) {
-            // Half a second while it does not serve; when its settling
-            // second ends (and a margin) once it does.
+            // 200 ms while it does not serve; when its settling second
+            // ends (and a margin) once it does.
             let expected = if serving_learner(&sim) {
                 std::time::Duration::from_millis(1100)
             } else {
-                std::time::Duration::from_millis(500)
+                std::time::Duration::from_millis(200)
             };
             assert_eq!(plan.requeue_after, expected);
         }
