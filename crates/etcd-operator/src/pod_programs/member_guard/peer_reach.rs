@@ -161,7 +161,7 @@ mod tests {
             .await
             .expect("listener");
         let address = listener.local_addr().expect("address").to_string();
-        let wait = wait_for_a_peer(&[address.clone()], WAIT_LIMIT).await;
+        let wait = wait_for_a_peer(std::slice::from_ref(&address), WAIT_LIMIT).await;
         let PeerWait::Reached { peer, after } = wait else {
             panic!("not reached: {wait:?}");
         };
