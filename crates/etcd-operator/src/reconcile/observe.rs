@@ -335,7 +335,8 @@ async fn volume_usage(pods: &[Pod]) -> BTreeMap<u32, crate::planner::VolumeSpace
 /// sidecar is asked: running, with the sidecar and an address. A Pod being
 /// deleted is not asked: its volume is on its way out, and its address
 /// often stops answering before the Pod is gone (an ask then waits out the
-/// whole timeout and holds up the pass: 1 s of every member replacement).
+/// whole timeout and holds up the pass: 1 s of a member replacement on the
+/// lab's bench).
 fn volume_usage_asks(pods: &[Pod]) -> Vec<(u32, String)> {
     pods.iter()
         .filter_map(|pod| {

@@ -59,7 +59,7 @@ async fn supervise(args: &MemberGuardArgs, metrics: SocketAddr) -> Result<u8, Me
         .split_first()
         .ok_or_else(|| MemberGuardError::Watch(std::io::Error::other("no command to run")))?;
     let mut signals = Signals::register().map_err(MemberGuardError::Watch)?;
-    if let Some(code) = wait_for_a_peer(rest, &mut signals).await {
+    if let Some(code) = wait_for_a_peer_or_a_signal(rest, &mut signals).await {
         return Ok(code);
     }
     let started = Instant::now();
@@ -124,7 +124,7 @@ async fn supervise(args: &MemberGuardArgs, metrics: SocketAddr) -> Result<u8, Me
 /// Waits until a peer accepts a connection from this Pod
 /// ([`super::peer_reach`]); `Some(exit code)` when a signal other than
 /// SIGHUP ends the guard meanwhile (etcd has not started).
-async fn wait_for_a_peer(etcd_args: &[String], signals: &mut Signals) -> Option<u8> {
+async fn wait_for_a_peer_or_a_signal(etcd_args: &[String], signals: &mut Signals) -> Option<u8> {
     let peers = peer_reach::peer_addresses(etcd_args);
     let wait = peer_reach::wait_for_a_peer(&peers, peer_reach::WAIT_LIMIT);
     tokio::pin!(wait);
