@@ -11,7 +11,8 @@
 #
 # Output goes to "$ETCD_LAB_CACHE/upstream/<module>-<pin hash>/", outside the
 # repository (default ETCD_LAB_CACHE=$HOME/.cache/etcd-lab), so a clean clone
-# on the same machine reuses it. A set whose go.mod/go.sum are unchanged is
+# on the same machine reuses it. A set whose go.mod/go.sum (and build tags,
+# `build_tags=...` before `build_set`) are unchanged is
 # skipped (for tools/s3-server, tools/gcs-server and tools/cert-manager,
 # their .go files count too). Prints the directory of each set, one per
 # line, on stdout.
@@ -53,7 +54,7 @@ build_set() {
 		# and the compiles and links of the binaries run side by side.
 		echo "building $(printf '%s ' "${@##*/}")(kubernetes)" >&2
 		rm -rf "$out/.partial" && mkdir -p "$out/.partial"
-		(cd "$module_dir" && go build -trimpath -ldflags "$ldflags" -o "$out/.partial/" "$@")
+		(cd "$module_dir" && go build -trimpath -tags "${build_tags:-}" -ldflags "$ldflags" -o "$out/.partial/" "$@")
 		mv "$out"/.partial/* "$out"/ && rmdir "$out/.partial"
 		echo "$((SECONDS - start))" >"$out/.build-seconds"
 		touch "$out/.complete"
