@@ -61,6 +61,7 @@ expected_seconds() {
 	e2e_admission) echo 8 ;;
 	container_in_pod_netns) echo 1 ;;
 	pod_address_reuse) echo 1 ;;
+	gateway_address_stable) echo 1 ;;
 	grpc_probe) echo 1 ;;
 	*) echo 200 ;;
 	esac

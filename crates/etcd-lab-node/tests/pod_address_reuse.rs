@@ -5,82 +5,14 @@
 //! namespaces, veths and TCP connections. Needs root; skipped (passes
 //! without doing anything) otherwise.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+mod common;
+
+use std::net::Ipv4Addr;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::{Listener, connects, is_root};
 use etcd_lab_node::network::{self, addressing};
-use nix::sched::CloneFlags;
-
-const PORT: u16 = 8080;
-
-fn is_root() -> bool {
-    nix::unistd::Uid::effective().is_root()
-}
-
-/// Runs `f` on a thread that entered network namespace `netns`.
-fn in_netns<T: Send + 'static>(
-    netns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> JoinHandle<T> {
-    let path = Path::new("/run/netns").join(netns);
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("open the namespace");
-        nix::sched::setns(&file, CloneFlags::CLONE_NEWNET).expect("setns");
-        f()
-    })
-}
-
-/// A TCP server in `netns` on `ip:PORT` that accepts until stopped.
-struct Listener {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Listener {
-    fn start(netns: &str, ip: Ipv4Addr) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = in_netns(netns, move || {
-            let listener = TcpListener::bind((ip, PORT)).expect("bind");
-            listener.set_nonblocking(true).expect("nonblocking");
-            ready_tx.send(()).expect("ready");
-            while !flag.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((stream, _)) => drop(stream),
-                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                }
-            }
-        });
-        ready_rx.recv().expect("listener ready");
-        Self {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// Whether a TCP connection from `netns` to `ip:PORT` is made within `within`.
-fn connects(netns: &str, ip: Ipv4Addr, within: Duration) -> bool {
-    in_netns(netns, move || {
-        TcpStream::connect_timeout(&SocketAddr::from((ip, PORT)), within).is_ok()
-    })
-    .join()
-    .expect("connect thread")
-}
 
 #[test]
 fn a_reused_pod_address_is_reachable_at_once() {

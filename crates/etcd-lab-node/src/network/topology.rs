@@ -120,18 +120,7 @@ pub fn setup_node(node: &str, index: u8) -> Result<(), NetworkError> {
         return Err(NetworkError::InvalidIndex(index));
     }
     let bridge = format!("br-n{index}");
-    ip_quiet(&["-n", ROUTER_NETNS, "link", "del", &bridge]);
-    ip(&["-n", ROUTER_NETNS, "link", "add", &bridge, "type", "bridge"])?;
-    ip(&[
-        "-n",
-        ROUTER_NETNS,
-        "addr",
-        "add",
-        &format!("{}/24", node_gateway(index)),
-        "dev",
-        &bridge,
-    ])?;
-    ip(&["-n", ROUTER_NETNS, "link", "set", &bridge, "up"])?;
+    add_bridge(&bridge, node_gateway(index))?;
     let netns = node_netns_name(node);
     add_netns(&netns)?;
     attach_namespace(
@@ -176,27 +165,8 @@ pub fn teardown_pod(pod_uid: &str) {
 /// Creates the client namespace on `br-client` and its
 /// `/etc/netns/etcdlab-client/resolv.conf` pointing at the lab DNS.
 pub fn setup_client(dns_search: &str) -> Result<(), NetworkError> {
-    ip_quiet(&["-n", ROUTER_NETNS, "link", "del", CLIENT_BRIDGE]);
-    ip(&[
-        "-n",
-        ROUTER_NETNS,
-        "link",
-        "add",
-        CLIENT_BRIDGE,
-        "type",
-        "bridge",
-    ])?;
     let gateway = Ipv4Addr::new(10, 244, CLIENT_OCTET, 1);
-    ip(&[
-        "-n",
-        ROUTER_NETNS,
-        "addr",
-        "add",
-        &format!("{gateway}/24"),
-        "dev",
-        CLIENT_BRIDGE,
-    ])?;
-    ip(&["-n", ROUTER_NETNS, "link", "set", CLIENT_BRIDGE, "up"])?;
+    add_bridge(CLIENT_BRIDGE, gateway)?;
     add_netns(CLIENT_NETNS)?;
     attach_namespace(CLIENT_NETNS, "vclient", CLIENT_BRIDGE, client_ip(), gateway)?;
     let dir = Path::new("/etc/netns").join(CLIENT_NETNS);
@@ -204,6 +174,40 @@ pub fn setup_client(dns_search: &str) -> Result<(), NetworkError> {
     let file = dir.join("resolv.conf");
     let contents = format!("nameserver {HOST_IP}\nsearch {dns_search}\noptions ndots:5\n");
     std::fs::write(&file, contents).context(|| format!("write {}", file.display()))?;
+    Ok(())
+}
+
+/// Creates `bridge` in the router, replacing one left over, as the
+/// gateway `gateway/24`, with the fixed MAC `mac_of(gateway)`. A bridge
+/// whose MAC is not set takes the lowest MAC of its ports and changes it
+/// whenever a Pod's veth joins or leaves: the node and its Pods would keep
+/// sending to the gateway's old MAC, which after the veth left is no
+/// longer the bridge's, so their traffic out of the node (to the API
+/// server, to other nodes) was lost until their neighbour entry for the
+/// gateway expired, up to a minute with TCP's backoff.
+fn add_bridge(bridge: &str, gateway: Ipv4Addr) -> Result<(), NetworkError> {
+    ip_quiet(&["-n", ROUTER_NETNS, "link", "del", bridge]);
+    ip(&[
+        "-n",
+        ROUTER_NETNS,
+        "link",
+        "add",
+        bridge,
+        "address",
+        &mac_of(gateway),
+        "type",
+        "bridge",
+    ])?;
+    ip(&[
+        "-n",
+        ROUTER_NETNS,
+        "addr",
+        "add",
+        &format!("{gateway}/24"),
+        "dev",
+        bridge,
+    ])?;
+    ip(&["-n", ROUTER_NETNS, "link", "set", bridge, "up"])?;
     Ok(())
 }
 
