@@ -262,7 +262,7 @@ pub async fn observe(
     // Member Pods only (the restore Pod runs no etcd).
     let endpoints = pod_endpoints(
         pods.iter()
-            .filter(|p| p.labels().contains_key(ORDINAL_LABEL)),
+            .filter(|p| p.labels().contains_key(ORDINAL_LABEL) && etcd_may_answer(p)),
         crate::etcd::scheme(etcd_settings.tls.as_deref()),
         CLIENT_PORT,
     );
@@ -297,6 +297,29 @@ pub async fn observe(
         etcd,
         endpoints,
     })
+}
+
+/// Whether the etcd of a member Pod may answer at the Pod's address: not
+/// when the Pod is being deleted and its etcd container no longer runs
+/// (a replaced member's Pod, whose guard refused its volume). Such a Pod's
+/// address often stops answering before the Pod is gone, and a probe of it
+/// waits out its whole connect timeout and holds up the pass. A Pod being
+/// deleted whose etcd still runs (a graceful stop) is still asked.
+fn etcd_may_answer(pod: &Pod) -> bool {
+    if pod.metadata.deletion_timestamp.is_none() {
+        return true;
+    }
+    pod.status
+        .as_ref()
+        .and_then(|status| status.container_statuses.as_ref())
+        .is_some_and(|containers| {
+            containers.iter().any(|c| {
+                c.name == crate::resources::ETCD_CONTAINER
+                    && c.state
+                        .as_ref()
+                        .is_some_and(|state| state.running.is_some())
+            })
+        })
 }
 
 /// How long a member Pod's `volume-usage` sidecar has to answer.
@@ -539,6 +562,30 @@ mod tests {
         assert_eq!(
             volume_usage_asks(&pods),
             vec![(0, "10.0.0.1".to_owned()), (2, "10.0.0.3".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_pod_being_deleted_is_probed_only_while_its_etcd_runs() {
+        let running = serde_json::json!([{"name": "etcd", "ready": false, "restartCount": 0,
+            "image": "etcd", "imageID": "", "state": {"running": {}}}]);
+        let exited = serde_json::json!([{"name": "etcd", "ready": false, "restartCount": 1,
+            "image": "etcd", "imageID": "", "state": {"terminated": {"exitCode": 3}}}]);
+        let with = |deleting: bool, containers: &serde_json::Value| {
+            let mut pod = member_pod(0, "10.0.0.1", deleting);
+            pod.status.as_mut().expect("status").container_statuses =
+                Some(serde_json::from_value(containers.clone()).expect("statuses"));
+            pod
+        };
+        assert!(etcd_may_answer(&with(false, &exited)), "not being deleted");
+        assert!(etcd_may_answer(&with(true, &running)), "a graceful stop");
+        assert!(
+            !etcd_may_answer(&with(true, &exited)),
+            "etcd gone, Pod going"
+        );
+        assert!(
+            !etcd_may_answer(&member_pod(0, "10.0.0.1", true)),
+            "no status of etcd"
         );
     }
 }

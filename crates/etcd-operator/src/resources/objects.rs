@@ -49,6 +49,8 @@ pub const ETCD_BINARY: &str = "/usr/local/bin/etcd";
 
 /// The operator's binary in the operator's image.
 pub const OPERATOR_BINARY: &str = "/usr/local/bin/etcd-operator";
+/// The container that runs etcd (through the member guard).
+pub const ETCD_CONTAINER: &str = "etcd";
 /// The sidecar serving how full the member's volume is.
 pub const VOLUME_USAGE_CONTAINER: &str = "volume-usage";
 /// What the sidecar asks for: it idles between requests.
@@ -461,7 +463,7 @@ pub fn member_pod_with(
     };
     let volume_usage = volume_usage_container(operator_image, &data_mount, &container_security);
     let etcd = Container {
-        name: "etcd".to_string(),
+        name: ETCD_CONTAINER.to_string(),
         image: Some(
             cluster
                 .spec
