@@ -57,10 +57,12 @@ impl StatusWriter {
         let patch = serde_json::json!({ "status": value });
         let api = Api::<Pod>::namespaced(ctx.client.clone(), namespace(pod));
         let name = pod.metadata.name.clone().unwrap_or_default();
-        match api
+        let started = std::time::Instant::now();
+        let result = api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+            .await;
+        note_slow_request(key, "status write", started);
+        match result {
             Ok(written) => {
                 self.written = Some(status);
                 if written.metadata.uid.as_deref() == Some(uid) {
@@ -85,13 +87,26 @@ pub(super) async fn delete_pod(ctx: &NodeContext, pod: &Pod, uid: &str, key: &st
         }),
         ..Default::default()
     };
-    match Api::<Pod>::namespaced(ctx.client.clone(), namespace(pod))
+    let started = std::time::Instant::now();
+    let result = Api::<Pod>::namespaced(ctx.client.clone(), namespace(pod))
         .delete(&name, &params)
-        .await
-    {
+        .await;
+    note_slow_request(key, "final delete", started);
+    match result {
         Ok(_) => tracing::info!(pod = %key, "pod deleted"),
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
         Err(e) => tracing::warn!(pod = %key, "final delete failed: {e}"),
+    }
+}
+
+/// A request to the API server slower than this is logged with its time:
+/// the teardown of a Pod waits on them.
+const SLOW_REQUEST: std::time::Duration = std::time::Duration::from_millis(500);
+
+fn note_slow_request(key: &str, what: &str, started: std::time::Instant) {
+    let took = started.elapsed();
+    if took >= SLOW_REQUEST {
+        tracing::warn!(pod = %key, "{what} took {:.1} s", took.as_secs_f64());
     }
 }
 
