@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
