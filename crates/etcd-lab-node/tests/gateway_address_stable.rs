@@ -10,11 +10,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Listener, connects, is_root};
+use common::{Listener, TestNode, connects};
 use etcd_lab_node::network::{self, addressing};
 
 /// A MAC below any the lab gives (and below any random one), so a bridge
@@ -29,17 +28,10 @@ fn ip(args: &[&str]) {
 
 #[test]
 fn the_gateway_keeps_its_address_when_a_port_leaves_the_bridge() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
+    let Some(node) = TestNode::set_up("gwmac", 246) else {
         return;
-    }
-    let router_existed = Path::new("/run/netns").join(network::ROUTER_NETNS).exists();
-    if !router_existed {
-        network::setup_router().expect("router");
-    }
-    let (node, node_index) = ("gwmac", 246);
-    network::setup_node(node, node_index).expect("node");
-    let node_netns = addressing::node_netns_name(node);
+    };
+    let (node_netns, node_index) = (node.netns.clone(), node.index);
     let gateway = addressing::node_gateway(node_index);
     let bridge = format!("br-n{node_index}");
     let _listener = Listener::start(network::ROUTER_NETNS, gateway);
@@ -60,10 +52,7 @@ fn the_gateway_keeps_its_address_when_a_port_leaves_the_bridge() {
     ip(&["-n", router, "link", "del", LOW_PORT]);
     let reached_after = connects(&node_netns, gateway, Duration::from_secs(2));
 
-    network::teardown_node(node, node_index);
-    if !router_existed {
-        network::teardown_all().expect("teardown");
-    }
+    node.tear_down();
     assert!(reached_before, "the node reaches its gateway {gateway}");
     assert!(
         reached_with_port,

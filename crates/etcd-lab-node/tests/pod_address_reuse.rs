@@ -8,25 +8,17 @@
 mod common;
 
 use std::net::Ipv4Addr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Listener, connects, is_root};
-use etcd_lab_node::network::{self, addressing};
+use common::{Listener, TestNode, connects};
+use etcd_lab_node::network;
 
 #[test]
 fn a_reused_pod_address_is_reachable_at_once() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
+    let Some(node) = TestNode::set_up("reuse", 247) else {
         return;
-    }
-    let router_existed = Path::new("/run/netns").join(network::ROUTER_NETNS).exists();
-    if !router_existed {
-        network::setup_router().expect("router");
-    }
-    let (node, node_index) = ("reuse", 247);
-    network::setup_node(node, node_index).expect("node");
-    let node_netns = addressing::node_netns_name(node);
+    };
+    let (node_netns, node_index) = (node.netns.clone(), node.index);
     let ip = Ipv4Addr::new(10, 244, node_index, 10);
     let sibling_ip = Ipv4Addr::new(10, 244, node_index, 11);
     let (old_uid, new_uid, sibling_uid) = (
@@ -61,10 +53,7 @@ fn a_reused_pod_address_is_reachable_at_once() {
 
     network::teardown_pod(new_uid);
     network::teardown_pod(sibling_uid);
-    network::teardown_node(node, node_index);
-    if !router_existed {
-        network::teardown_all().expect("teardown");
-    }
+    node.tear_down();
     assert!(
         unreachable.is_empty(),
         "the new pod at {ip} is not reachable from: {}",

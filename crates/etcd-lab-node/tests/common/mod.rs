@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use etcd_lab_node::network::{self, addressing};
+
 use nix::sched::CloneFlags;
 
 pub const PORT: u16 = 8080;
@@ -75,4 +77,43 @@ pub fn connects(netns: &str, ip: Ipv4Addr, within: Duration) -> bool {
     })
     .join()
     .expect("connect thread")
+}
+
+/// A lab node's namespace and bridge made for one test, with the router
+/// made too when none is up.
+pub struct TestNode {
+    pub name: &'static str,
+    pub index: u8,
+    pub netns: String,
+    router_made: bool,
+}
+
+impl TestNode {
+    /// Sets up node `name` with index `index`; `None` (the test is skipped
+    /// and passes) when not root.
+    pub fn set_up(name: &'static str, index: u8) -> Option<Self> {
+        if !is_root() {
+            eprintln!("skipped: needs root");
+            return None;
+        }
+        let router_made = !Path::new("/run/netns").join(network::ROUTER_NETNS).exists();
+        if router_made {
+            network::setup_router().expect("router");
+        }
+        network::setup_node(name, index).expect("node");
+        Some(Self {
+            name,
+            index,
+            netns: addressing::node_netns_name(name),
+            router_made,
+        })
+    }
+
+    /// Removes the node, and the router if this test made it.
+    pub fn tear_down(self) {
+        network::teardown_node(self.name, self.index);
+        if self.router_made {
+            network::teardown_all().expect("teardown");
+        }
+    }
 }
