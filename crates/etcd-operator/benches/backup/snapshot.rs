@@ -28,6 +28,8 @@ struct Samples {
     seconds: Vec<f64>,
     /// Of each, the upload's end (parts in flight, the store's completion).
     completion: Vec<f64>,
+    /// Of the upload's end, the store's completion alone.
+    store_completion: Vec<f64>,
     snapshot_bytes: u64,
     stored_bytes: u64,
     rss_before_mib: f64,
@@ -35,6 +37,16 @@ struct Samples {
 }
 
 impl Samples {
+    /// Each backup's time without the store's completion: this process's
+    /// part of it, whatever the store spends completing the upload.
+    fn before_store_completion(&self) -> Vec<f64> {
+        self.seconds
+            .iter()
+            .zip(&self.store_completion)
+            .map(|(total, store)| total - store)
+            .collect()
+    }
+
     fn figures(&self) -> Value {
         let median_s = median(&self.seconds);
         let mut figures = json!({
@@ -52,6 +64,9 @@ impl Samples {
         }
         if !self.completion.is_empty() {
             figures["completion_median_s"] = json!(round3(median(&self.completion)));
+            figures["store_completion_median_s"] = json!(round3(median(&self.store_completion)));
+            figures["before_store_completion_median_s"] =
+                json!(round3(median(&self.before_store_completion())));
         }
         figures
     }
@@ -113,6 +128,9 @@ pub async fn measure(
         "etcdctl": etcdctl.figures(),
         "ratio_s3_over_etcdctl": ratio(&ours_s3),
         "ratio_local_over_etcdctl": ratio(&ours_local),
+        "ratio_s3_before_store_completion_over_etcdctl": round3(
+            median(&ours_s3.before_store_completion()) / median(&etcdctl.seconds)
+        ),
         "members_read": sources,
     }))
 }
@@ -151,6 +169,9 @@ async fn ours(
     let taken = take_backup(store, endpoints, NAMESPACE, "main", options).await?;
     samples.seconds.push(started.elapsed().as_secs_f64());
     samples.completion.push(taken.completion.as_secs_f64());
+    samples
+        .store_completion
+        .push(taken.store_completion.as_secs_f64());
     samples.peak_rss_mib = samples.peak_rss_mib.max(rss.peak_mib());
     samples.rss_before_mib = samples.rss_before_mib.max(before);
     samples.snapshot_bytes = taken.metadata.snapshot_bytes;

@@ -27,6 +27,7 @@ pub mod incremental;
 mod kube_time;
 pub(crate) mod local_volume;
 mod metadata;
+mod part_upload;
 mod restore;
 pub mod restore_choice;
 mod retention;

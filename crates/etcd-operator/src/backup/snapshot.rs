@@ -9,7 +9,7 @@ use std::io::Write;
 
 use bytes::{Bytes, BytesMut};
 use chrono::Utc;
-use object_store::{ObjectStoreExt, PutPayload, WriteMultipart};
+use object_store::{ObjectStoreExt, PutPayload};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
@@ -18,6 +18,7 @@ use super::metadata::{
     BackupMetadata, BackupWriter, ENCRYPTED_SUFFIX, FORMAT, SNAPSHOT_SUFFIX,
     unique_backup_base_name,
 };
+use super::part_upload::PartUpload;
 use super::source::{SnapshotSource, choose_source, ids, open_snapshot, settle_revision};
 use super::verify::SnapshotVerifier;
 use super::{BackupError, BackupStore, Corruption};
@@ -88,6 +89,9 @@ pub struct TakenBackup {
     /// handed to it: the parts still in flight and the store's completion
     /// (an S3 `CompleteMultipartUpload`, the local store's rename).
     pub completion: Duration,
+    /// Of the upload's end, the store's completion alone, once every part
+    /// was stored: the store's own work, not this process's.
+    pub store_completion: Duration,
 }
 
 /// Takes one full backup of the cluster behind `endpoints` into `store`.
@@ -118,7 +122,7 @@ pub async fn take_backup(
 
     let mut stream = open_snapshot(&source, &options.settings).await?;
     let upload = store.store().put_multipart(&path).await?;
-    let mut upload = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+    let mut upload = PartUpload::new(upload);
     let streamed = stream_into(&mut stream, &mut upload, &source, &location, key, options).await;
     let (verified, stored_bytes, stored_sha256) = match streamed {
         Ok(done) => done,
@@ -130,8 +134,14 @@ pub async fn take_backup(
         }
     };
     let completing = Instant::now();
-    upload.finish().await?;
-    let completion = completing.elapsed();
+    // The parts still in flight, then the store's completion on its own.
+    if let Err(error) = upload.wait_for_parts().await {
+        let _ = upload.abort().await;
+        return Err(error);
+    }
+    let store_completing = Instant::now();
+    upload.complete().await?;
+    let (completion, store_completion) = (completing.elapsed(), store_completing.elapsed());
 
     let (member_id, cluster_id) = ids(&source);
     let metadata = BackupMetadata {
@@ -170,6 +180,7 @@ pub async fn take_backup(
         source,
         duration: started.elapsed(),
         completion,
+        store_completion,
     })
 }
 
@@ -182,7 +193,7 @@ pub async fn take_backup(
 /// SHA-256.
 async fn stream_into(
     stream: &mut etcd_client::SnapshotStreaming,
-    upload: &mut WriteMultipart,
+    upload: &mut PartUpload,
     source: &SnapshotSource,
     location: &str,
     key: Option<&EncryptionKey>,
@@ -216,8 +227,7 @@ async fn stream_into(
     );
     let uploading = async {
         while let Some(part) = parts_rx.recv().await {
-            upload.wait_for_capacity(PARTS_IN_FLIGHT).await?;
-            upload.put(part);
+            upload.put(part, PARTS_IN_FLIGHT).await?;
         }
         Ok::<(), BackupError>(())
     };
@@ -317,8 +327,9 @@ fn compress_chunks(
     encoder.finish()?.finish()
 }
 
-/// Seals (with a key) what zstd writes and cuts it into parts of at least
-/// [`PART_SIZE`] for the upload, hashing and counting the stored bytes.
+/// Seals (with a key) what zstd writes and cuts it into parts of exactly
+/// [`PART_SIZE`] (the last one shorter: some stores take only parts of one
+/// size) for the upload, hashing and counting the stored bytes.
 struct PartCutter {
     sealer: Option<Sealer>,
     part: Vec<u8>,
@@ -338,11 +349,18 @@ impl PartCutter {
         }
     }
 
+    /// Sends the part cut so far, at most [`PART_SIZE`] of it; what is
+    /// beyond starts the next part.
     fn send(&mut self) -> std::io::Result<()> {
         if self.part.is_empty() {
             return Ok(());
         }
-        let part = std::mem::replace(&mut self.part, Vec::with_capacity(PART_SIZE));
+        let mut next = Vec::with_capacity(PART_SIZE);
+        if self.part.len() > PART_SIZE {
+            next.extend_from_slice(&self.part[PART_SIZE..]);
+            self.part.truncate(PART_SIZE);
+        }
+        let part = std::mem::replace(&mut self.part, next);
         self.hasher.update(&part);
         self.bytes += part.len() as u64;
         self.parts
@@ -358,7 +376,9 @@ impl PartCutter {
                 .finish(&mut self.part)
                 .map_err(std::io::Error::other)?;
         }
-        self.send()?;
+        while !self.part.is_empty() {
+            self.send()?;
+        }
         Ok((self.bytes, hex::encode(self.hasher.finalize())))
     }
 }
@@ -371,7 +391,7 @@ impl Write for PartCutter {
                 .map_err(std::io::Error::other)?,
             None => self.part.extend_from_slice(buf),
         }
-        if self.part.len() >= PART_SIZE {
+        while self.part.len() >= PART_SIZE {
             self.send()?;
         }
         Ok(buf.len())
@@ -379,5 +399,38 @@ impl Write for PartCutter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_cut_to_one_size_whatever_the_writes() {
+        let (parts_tx, mut parts_rx) = mpsc::channel::<Bytes>(64);
+        let mut cutter = PartCutter::new(None, parts_tx);
+        let mut written = Vec::new();
+        // Writes of odd sizes, one of them longer than two parts.
+        for (i, size) in [1, PART_SIZE - 1, 3, 2 * PART_SIZE + 17, 5, 123_457]
+            .into_iter()
+            .enumerate()
+        {
+            let chunk = vec![i as u8; size];
+            cutter.write_all(&chunk).expect("written");
+            written.extend_from_slice(&chunk);
+        }
+        let (bytes, sha256) = cutter.finish().expect("finished");
+        let mut parts = Vec::new();
+        while let Ok(part) = parts_rx.try_recv() {
+            parts.push(part);
+        }
+        let (last, whole) = parts.split_last().expect("parts");
+        assert!(whole.iter().all(|p| p.len() == PART_SIZE));
+        assert!(!last.is_empty() && last.len() <= PART_SIZE);
+        let joined: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+        assert_eq!(joined, written);
+        assert_eq!(bytes, written.len() as u64);
+        assert_eq!(sha256, hex::encode(Sha256::digest(&written)));
     }
 }

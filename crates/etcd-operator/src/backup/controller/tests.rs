@@ -46,6 +46,7 @@ pub(super) fn taken(revision: i64, completed_at: DateTime<Utc>) -> TakenBackup {
         },
         duration: std::time::Duration::from_millis(2500),
         completion: std::time::Duration::from_millis(100),
+        store_completion: std::time::Duration::from_millis(90),
     }
 }
 
