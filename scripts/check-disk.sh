@@ -21,7 +21,7 @@ else
 fi
 tmp_dir="${TMPDIR:-/tmp}"
 lanes_dir="${LAB_LANES_DIR:-/var/lib/etcd-lab-lanes}"
-lanes="${LAB_LANES:-3}"
+lanes="${LAB_LANES:-4}"
 # A lane's directory peaked at about 0.7 GiB (two lanes: 1.4 GiB).
 lab=$((${DISK_GIB_PER_LANE:-2} * lanes))
 

@@ -74,7 +74,7 @@ fi
 tail -n 5 target/images-build.log
 bash scripts/check-images.sh
 
-step "lab and end-to-end tests, ${LAB_LANES:-3} lab lanes side by side"
+step "lab and end-to-end tests, ${LAB_LANES:-4} lab lanes side by side"
 bash scripts/lab-tests.sh
 
 step "done"
