@@ -1,10 +1,12 @@
 //! `kubectl etcd approve-recovery <cluster> [--yes]`: shows the restore the
 //! cluster waits for and what it keeps and loses, asks, then writes the
 //! approval with the resourceVersion it was decided on (a cluster that
-//! changed meanwhile refuses it).
+//! changed meanwhile refuses it, unless the restore it shows is exactly the
+//! same when read again).
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use etcd_operator::api::EtcdCluster;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
@@ -60,18 +62,7 @@ pub async fn run(target: &Target, args: &ApproveArgs) -> Result<(), Failure> {
     if !args.yes {
         confirm(name, &ns)?;
     }
-    let resource_version = cluster.metadata.resource_version.clone();
-    clusters(target)
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({
-                "metadata": { "resourceVersion": resource_version },
-                "spec": { "recovery": plan.recovery_patch() },
-            })),
-        )
-        .await
-        .map_err(|e| api_failure(e, &cluster_subject(target, name)))?;
+    write_approval(target, name, &plan, cluster, choice.as_ref()).await?;
     println!(
         "approved: spec.recovery {}\n  follow: kubectl etcd status {name} {ns}",
         plan.recovery_patch()
@@ -80,6 +71,57 @@ pub async fn run(target: &Target, args: &ApproveArgs) -> Result<(), Failure> {
         wait::cluster_ready(target, name, args.wait.timeout).await?;
     }
     Ok(())
+}
+
+/// How many times the approval is written again when the cluster changed
+/// (its status, written by the operator) but the restore shown did not.
+const UNCHANGED_PLAN_ATTEMPTS: u32 = 3;
+
+/// Writes the approval with the resourceVersion it was decided on. When the
+/// cluster changed meanwhile, it is read again: the approval is written
+/// only if the restore it describes, and what it keeps and loses, are still
+/// exactly those shown; otherwise nothing is written.
+async fn write_approval(
+    target: &Target,
+    name: &str,
+    plan: &Plan,
+    mut cluster: EtcdCluster,
+    choice: Option<&Choice>,
+) -> Result<(), Failure> {
+    let mut attempt = 1;
+    loop {
+        let written = clusters(target)
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": { "resourceVersion": cluster.metadata.resource_version.clone() },
+                    "spec": { "recovery": plan.recovery_patch() },
+                })),
+            )
+            .await;
+        let error = match written {
+            Ok(_) => return Ok(()),
+            Err(error) => error,
+        };
+        let conflict = matches!(&error, kube::Error::Api(status) if status.code == 409);
+        if !conflict || attempt >= UNCHANGED_PLAN_ATTEMPTS {
+            return Err(api_failure(error, &cluster_subject(target, name)));
+        }
+        let fresh = get_cluster(target, name).await?;
+        let unchanged = match approval::decide(&fresh, choice) {
+            Decision::Approve(again) => {
+                again.recovery_patch() == plan.recovery_patch()
+                    && again.consequences() == plan.consequences()
+            }
+            _ => false,
+        };
+        if !unchanged {
+            return Err(api_failure(error, &cluster_subject(target, name)));
+        }
+        cluster = fresh;
+        attempt += 1;
+    }
 }
 
 fn print_plan(name: &str, plan: &Plan) {
