@@ -329,6 +329,18 @@ pub fn decide(cluster: &EtcdCluster, choice: Option<&Choice>) -> Decision {
     }
 }
 
+/// Whether `cluster`, read again, still asks for exactly the restore of
+/// `plan`: the same approval, keeping and losing the same.
+pub fn same_restore(plan: &Plan, cluster: &EtcdCluster, choice: Option<&Choice>) -> bool {
+    match decide(cluster, choice) {
+        Decision::Approve(again) => {
+            again.recovery_patch() == plan.recovery_patch()
+                && again.consequences() == plan.consequences()
+        }
+        _ => false,
+    }
+}
+
 fn stale_incarnation(named: &str, token: &str) -> Decision {
     Decision::Stale {
         why: format!(
@@ -444,6 +456,28 @@ mod tests {
         assert!(text.contains("up to revision 4213"), "{text}");
         assert!(text.contains("seen up to 4300"), "{text}");
         assert!(text.contains("volumes of main-1, main-2"), "{text}");
+    }
+
+    #[test]
+    fn a_cluster_read_again_asks_for_the_same_restore_only_if_nothing_that_matters_changed() {
+        let shown = cluster(json!({}), &survivor_message("tok-1"), "tok-1");
+        let Decision::Approve(plan) = decide(&shown, None) else {
+            panic!("{:?}", decide(&shown, None));
+        };
+        // The operator wrote its status again (another resourceVersion),
+        // the restore it asks for unchanged.
+        let mut rewritten = shown.clone();
+        rewritten.metadata.resource_version = Some("99".into());
+        assert!(same_restore(&plan, &rewritten, None));
+        // A newer write was seen meanwhile: what is lost changed.
+        let mut newer = shown.clone();
+        if let Some(status) = newer.status.as_mut() {
+            status.newest_revision = Some(4400);
+        }
+        assert!(!same_restore(&plan, &newer, None));
+        // Another incarnation: another restore.
+        let other = cluster(json!({}), &survivor_message("tok-2"), "tok-2");
+        assert!(!same_restore(&plan, &other, None));
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! the store's completion (an S3 `CompleteMultipartUpload`, the local
 //! store's rename).
 
+use std::time::{Duration, Instant};
+
 use bytes::Bytes;
 use object_store::{MultipartUpload, PutPayload};
 use tokio::task::JoinSet;
@@ -34,26 +36,23 @@ impl PartUpload {
         Ok(())
     }
 
-    /// Waits until every part put is stored.
-    pub async fn wait_for_parts(&mut self) -> Result<(), BackupError> {
-        while !self.in_flight.is_empty() {
-            self.join_one().await?;
+    /// Waits until every part put is stored, then asks the store to complete
+    /// the upload; returns how long the completion alone took. An upload
+    /// that cannot complete is aborted, so nothing partial is left behind.
+    pub async fn finish(mut self) -> Result<Duration, BackupError> {
+        let completed = async {
+            while !self.in_flight.is_empty() {
+                self.join_one().await?;
+            }
+            let completing = Instant::now();
+            self.upload.complete().await?;
+            Ok::<_, BackupError>(completing.elapsed())
         }
-        Ok(())
-    }
-
-    /// The store's completion, once every part is stored; an upload that
-    /// cannot complete is aborted, so nothing partial is left behind.
-    pub async fn complete(mut self) -> Result<(), BackupError> {
-        let completed = match self.wait_for_parts().await {
-            Ok(()) => self.upload.complete().await.map_err(BackupError::from),
-            Err(error) => Err(error),
-        };
-        if let Err(error) = completed {
+        .await;
+        if completed.is_err() {
             let _ = self.abort().await;
-            return Err(error);
         }
-        Ok(())
+        completed
     }
 
     /// Stops the parts in flight and discards what the store holds of the

@@ -134,14 +134,8 @@ pub async fn take_backup(
         }
     };
     let completing = Instant::now();
-    // The parts still in flight, then the store's completion on its own.
-    if let Err(error) = upload.wait_for_parts().await {
-        let _ = upload.abort().await;
-        return Err(error);
-    }
-    let store_completing = Instant::now();
-    upload.complete().await?;
-    let (completion, store_completion) = (completing.elapsed(), store_completing.elapsed());
+    let store_completion = upload.finish().await?;
+    let completion = completing.elapsed();
 
     let (member_id, cluster_id) = ids(&source);
     let metadata = BackupMetadata {

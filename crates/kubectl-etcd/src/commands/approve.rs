@@ -109,14 +109,7 @@ async fn write_approval(
             return Err(api_failure(error, &cluster_subject(target, name)));
         }
         let fresh = get_cluster(target, name).await?;
-        let unchanged = match approval::decide(&fresh, choice) {
-            Decision::Approve(again) => {
-                again.recovery_patch() == plan.recovery_patch()
-                    && again.consequences() == plan.consequences()
-            }
-            _ => false,
-        };
-        if !unchanged {
+        if !approval::same_restore(plan, &fresh, choice) {
             return Err(api_failure(error, &cluster_subject(target, name)));
         }
         cluster = fresh;
