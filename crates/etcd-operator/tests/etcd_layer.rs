@@ -23,6 +23,7 @@ fn settings() -> ConnectSettings {
         tls: None,
         connect_timeout: Duration::from_millis(1500),
         request_timeout: Duration::from_secs(5),
+        quorum_read_timeout: Duration::from_secs(2),
     }
 }
 
@@ -434,6 +435,48 @@ async fn quorum_loss_is_observed_not_an_error() -> TestResult {
     })
     .await?;
     assert_eq!(observed.cluster_id, Some(cluster_id));
+    Ok(())
+}
+
+/// A member that still knows a leader, which is frozen with the other
+/// member: the quorum read gives up at its own deadline (here 1 s), not at
+/// the request timeout (here 30 s) nor etcd's (15 s with these timeouts),
+/// so a lost majority shows in an observation within seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_read_waiting_on_a_gone_majority_stops_at_its_own_deadline() -> TestResult {
+    // A long election timeout: the survivor keeps naming its leader while
+    // the read waits.
+    let cluster = LocalCluster::spawn(3, &["--heartbeat-interval=500", "--election-timeout=5000"])?;
+    cluster.wait_healthy().await;
+    let patient = ConnectSettings {
+        request_timeout: Duration::from_secs(30),
+        quorum_read_timeout: Duration::from_secs(1),
+        ..settings()
+    };
+    let survivor = cluster.members[2].client_url.clone();
+    assert!(
+        observe([survivor.clone()], patient.clone())
+            .await
+            .quorum_reachable
+    );
+
+    cluster.members[0].signal(Signal::SIGSTOP);
+    cluster.members[1].signal(Signal::SIGSTOP);
+    let observed = observe([survivor], patient).await;
+    cluster.members[0].signal(Signal::SIGCONT);
+    cluster.members[1].signal(Signal::SIGCONT);
+
+    assert!(
+        observed.leader.is_some(),
+        "the survivor names a leader: {observed:#?}"
+    );
+    assert!(!observed.quorum_reachable);
+    let error = observed.quorum_error.ok_or("no quorum error")?;
+    assert!(
+        error.contains("cluster health check") && error.contains("timed out after 1s"),
+        "{error}"
+    );
+    cluster.wait_healthy().await;
     Ok(())
 }
 

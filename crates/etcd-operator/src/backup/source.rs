@@ -337,6 +337,7 @@ mod tests {
         ConnectSettings {
             connect_timeout: Duration::from_secs(5),
             request_timeout,
+            quorum_read_timeout: request_timeout,
             tls: None,
         }
     }

@@ -35,6 +35,10 @@ pub struct ConnectSettings {
     pub connect_timeout: Duration,
     /// Deadline of every request (connection included).
     pub request_timeout: Duration,
+    /// Deadline of the linearizable read that tells whether a quorum
+    /// serves (see [`quorum_read_deadline`]): shorter than the request
+    /// timeout, so a lost majority shows in status within seconds.
+    pub quorum_read_timeout: Duration,
     /// Mutual TLS to the members, when the cluster serves it.
     pub tls: Option<Arc<ClientTls>>,
 }
@@ -46,9 +50,32 @@ impl Default for ConnectSettings {
             // Below etcd's own 7 s request timeout, so a stuck proposal
             // shows up here as our timeout rather than hanging a reconcile.
             request_timeout: Duration::from_secs(5),
+            quorum_read_timeout: quorum_read_deadline(1000, Duration::from_secs(5)),
             tls: None,
         }
     }
+}
+
+/// The shortest deadline of a quorum read, for election timeouts of 1 s
+/// and less.
+const QUORUM_READ_FLOOR: Duration = Duration::from_secs(2);
+
+/// How long a linearizable read may wait before the check says no quorum
+/// serves, for members with this election timeout: two election timeouts
+/// (at least 2 s), never more than the request timeout.
+///
+/// A live leader answers a read index after one heartbeat round trip; a
+/// leader cut off from its majority steps down within one election timeout
+/// (etcd runs raft with CheckQuorum), and a follower whose leader is gone
+/// starts an election within one. After that the members' status says no
+/// leader and the check fails at once; a read still waiting by then waits
+/// on a leader that is gone, and etcd itself would hold it for its whole
+/// request timeout (5 s plus two election timeouts). A check that gives up
+/// on a slow but working quorum only holds the planner back for a pass:
+/// without a quorum it changes no membership (rule 3).
+pub fn quorum_read_deadline(election_timeout_ms: i32, request_timeout: Duration) -> Duration {
+    let election = Duration::from_millis(u64::try_from(election_timeout_ms).unwrap_or(0));
+    (election * 2).max(QUORUM_READ_FLOOR).min(request_timeout)
 }
 
 /// Whether requests through a connection require the member to know a
@@ -164,7 +191,31 @@ impl EndpointClients {
         F: FnOnce(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
-        let timeout = self.settings.request_timeout;
+        self.call_within(
+            self.settings.request_timeout,
+            endpoint,
+            requirement,
+            operation,
+            subject,
+            request,
+        )
+        .await
+    }
+
+    /// [`Self::call`] under another deadline than the request timeout.
+    async fn call_within<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        endpoint: &str,
+        requirement: LeaderRequirement,
+        operation: &'static str,
+        subject: RequestSubject,
+        request: F,
+    ) -> Result<T, EtcdError>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
         let attempt = async {
             let client = self.client(endpoint, requirement, operation).await?;
             request(client)
@@ -280,9 +331,11 @@ impl EndpointClients {
     }
 
     /// A linearizable read: only answers when a quorum of voters works.
+    /// Bounded by the quorum-read timeout, not the request timeout.
     pub(crate) async fn quorum_read(&self, endpoint: &str) -> Result<i64, EtcdError> {
         let response = self
-            .call(
+            .call_within(
+                self.settings.quorum_read_timeout,
                 endpoint,
                 LeaderRequirement::RequireLeader,
                 "cluster health check",
@@ -335,5 +388,32 @@ pub(crate) fn all_unreachable(
         last_error: last_error
             .map(|e| e.to_string())
             .unwrap_or_else(|| "no endpoint to try".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quorum_read_waits_two_election_timeouts_within_the_request_timeout() {
+        let request = Duration::from_secs(5);
+        assert_eq!(quorum_read_deadline(1000, request), Duration::from_secs(2));
+        assert_eq!(quorum_read_deadline(100, request), Duration::from_secs(2));
+        assert_eq!(
+            quorum_read_deadline(1500, request),
+            Duration::from_secs(3),
+            "two election timeouts above the floor"
+        );
+        assert_eq!(quorum_read_deadline(10_000, request), request);
+        assert_eq!(
+            quorum_read_deadline(1000, Duration::from_secs(1)),
+            Duration::from_secs(1),
+            "never beyond the request timeout"
+        );
+        assert_eq!(
+            ConnectSettings::default().quorum_read_timeout,
+            Duration::from_secs(2)
+        );
     }
 }

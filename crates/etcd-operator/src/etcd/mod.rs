@@ -18,7 +18,7 @@ mod tls;
 mod types;
 
 pub use admin::{EtcdAdmin, LeaderEndpoint};
-pub use client::ConnectSettings;
+pub use client::{ConnectSettings, quorum_read_deadline};
 pub use error::{ErrorCategory, EtcdError};
 pub use maintenance::{Alarm, AlarmKind, DEFRAG_TIMEOUT, parse_alarms};
 pub use membership::AddedMember;

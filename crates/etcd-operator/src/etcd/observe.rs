@@ -208,6 +208,7 @@ mod tests {
         let settings = ConnectSettings {
             connect_timeout: Duration::from_millis(500),
             request_timeout: Duration::from_secs(2),
+            quorum_read_timeout: Duration::from_secs(2),
             tls: None,
         };
         EtcdAdmin::new([endpoint], settings).expect("admin")

@@ -154,6 +154,10 @@ async fn prepare(
             .as_ref()
             .filter(|_| transport.running.clients_use_tls())
             .map(|material| material.client.clone()),
+        quorum_read_timeout: crate::etcd::quorum_read_deadline(
+            cluster.spec.etcd.election_timeout_ms,
+            ctx.config.etcd.request_timeout,
+        ),
         ..ctx.config.etcd.clone()
     };
     let mut snapshot = observe::observe(reads, cluster, etcd_settings.clone(), earlier).await?;
