@@ -434,7 +434,6 @@ async fn compaction_and_corruption_are_gaps_answered_by_a_new_full_backup() {
         .await
         .expect("compact");
 
-    let started = Instant::now();
     let mut handle = start_watcher(&store, &cluster);
     let mut notices = handle.take_notices().expect("notices");
     let gap = next_notice(&mut notices, Duration::from_secs(20), |n| match n {
@@ -453,7 +452,6 @@ async fn compaction_and_corruption_are_gaps_answered_by_a_new_full_backup() {
         _ => None,
     })
     .await;
-    assert!(started.elapsed() < Duration::from_secs(20));
     let second_base = taken.metadata.clone();
     assert!(second_base.revision >= compacted);
     let after = put(&mut client, "after-the-gap", "v").await;

@@ -6,7 +6,7 @@
 //! (`$ETCD_LAB_CACHE/upstream/etcd-3.6-<hash>/etcd`); `ETCD_BIN` overrides.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_operator::etcd::{
     ConnectSettings, ErrorCategory, EtcdAdmin, EtcdError, MemberHealth, ObservedEtcd, observe,
@@ -306,28 +306,20 @@ async fn dead_and_frozen_endpoints_are_skipped() -> TestResult {
     let id_of = |name: &str| list.members.iter().find(|m| m.name == name).map(|m| m.id);
     let dead_id = id_of("m0").ok_or("m0")?;
 
-    // The first endpoint is dead: refused connections are skipped at once.
+    // The first endpoint is dead: its refused connection is an error of
+    // its own (no request timeout waited for), and the next endpoint answers.
     cluster.members[0].kill();
-    let started = Instant::now();
     let list = admin.member_list().await?;
-    let elapsed = started.elapsed();
-    eprintln!("member list with the first endpoint dead: {elapsed:?}");
-    assert!(
-        elapsed < settings().request_timeout,
-        "a refused connection waited for the request timeout: {elapsed:?}"
-    );
     assert_eq!(list.members.len(), 3, "the dead member is still a member");
     let observed = observe_until(&cluster.endpoints(), "quorum with m0 dead", |o| {
         o.quorum_reachable
     })
     .await?;
-    assert!(started.elapsed() < Duration::from_secs(30));
     let dead = observed.member(dead_id).ok_or("dead member listed")?;
-    assert!(
-        matches!(dead.health, MemberHealth::Unreachable(_)),
-        "{:?}",
-        dead.health
-    );
+    match &dead.health {
+        MemberHealth::Unreachable(why) => assert!(!why.contains("timed out"), "{why}"),
+        other => panic!("expected the dead member unreachable, got {other:?}"),
+    }
     assert_eq!(
         dead.endpoint.as_deref(),
         Some(cluster.members[0].client_url.as_str())
@@ -335,25 +327,18 @@ async fn dead_and_frozen_endpoints_are_skipped() -> TestResult {
     assert_eq!(observed.healthy_voters(), 2);
     assert!(observed.endpoints[0].error.is_some());
 
-    // A frozen member accepts connections and never answers: bounded by
-    // the request timeout, and the others still serve.
+    // A frozen member accepts connections and never answers: our request
+    // deadline ends the wait, and the others still serve.
     cluster.members[1].signal(Signal::SIGSTOP);
     let frozen_id = id_of("m1").ok_or("m1")?;
-    let started = Instant::now();
     let observed = admin.observe().await;
-    let elapsed = started.elapsed();
     cluster.members[1].signal(Signal::SIGCONT);
-    eprintln!("observe with one member dead and one frozen: {elapsed:?}");
-    assert!(
-        elapsed < settings().request_timeout * 3,
-        "observe took {elapsed:?}"
-    );
     let frozen = observed.member(frozen_id).ok_or("frozen member listed")?;
-    assert!(
-        matches!(frozen.health, MemberHealth::Unreachable(_)),
-        "{:?}",
-        frozen.health
-    );
+    let deadline = format!("timed out after {:?}", settings().request_timeout);
+    match &frozen.health {
+        MemberHealth::Unreachable(why) => assert!(why.contains(&deadline), "{why}"),
+        other => panic!("expected the frozen member unreachable, got {other:?}"),
+    }
     // m2 alone answers: one of three voters is no quorum.
     let survivor = observed.member_named("m2").ok_or("m2")?;
     assert_eq!(survivor.health, MemberHealth::Healthy);
@@ -524,18 +509,17 @@ async fn nothing_reachable_is_an_observation_and_a_typed_error() -> TestResult {
         format!("http://127.0.0.1:{}", free_port()),
         format!("http://127.0.0.1:{}", free_port()),
     ];
-    let started = Instant::now();
     let observed = observe(endpoints.clone(), settings()).await;
-    assert!(started.elapsed() < settings().request_timeout * 2);
     assert!(!observed.quorum_reachable);
     assert!(observed.members.is_empty() && observed.cluster_id.is_none());
     assert_eq!(observed.endpoints.len(), 2);
-    assert!(
-        observed
-            .endpoints
-            .iter()
-            .all(|e| matches!(e.health, MemberHealth::Unreachable(_)))
-    );
+    // Refused at once, each: no request deadline waited for.
+    for endpoint in &observed.endpoints {
+        match &endpoint.health {
+            MemberHealth::Unreachable(why) => assert!(!why.contains("timed out"), "{why}"),
+            other => panic!("expected {} unreachable, got {other:?}", endpoint.endpoint),
+        }
+    }
 
     let admin = EtcdAdmin::new(endpoints, settings())?;
     let error = admin.member_list().await.err().ok_or("listed nothing")?;
