@@ -29,7 +29,12 @@ fn settings() -> ConnectSettings {
 
 /// Starts `size` members as a new cluster and waits until it is healthy.
 async fn start_cluster(size: usize) -> LocalCluster {
-    let cluster = LocalCluster::spawn(size, &[]).unwrap_or_else(|e| panic!("{e}"));
+    start_cluster_with(size, &[]).await
+}
+
+/// [`start_cluster`] with more etcd flags for every member.
+async fn start_cluster_with(size: usize, args: &[&str]) -> LocalCluster {
+    let cluster = LocalCluster::spawn(size, args).unwrap_or_else(|e| panic!("{e}"));
     cluster.wait_healthy().await;
     cluster
 }
@@ -431,8 +436,8 @@ async fn quorum_loss_is_observed_not_an_error() -> TestResult {
 async fn a_quorum_read_waiting_on_a_gone_majority_stops_at_its_own_deadline() -> TestResult {
     // A long election timeout: the survivor keeps naming its leader while
     // the read waits.
-    let cluster = LocalCluster::spawn(3, &["--heartbeat-interval=500", "--election-timeout=5000"])?;
-    cluster.wait_healthy().await;
+    let cluster =
+        start_cluster_with(3, &["--heartbeat-interval=500", "--election-timeout=5000"]).await;
     let patient = ConnectSettings {
         request_timeout: Duration::from_secs(30),
         quorum_read_timeout: Duration::from_secs(1),
