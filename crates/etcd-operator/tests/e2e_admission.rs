@@ -634,6 +634,13 @@ fn catalogue() -> Vec<Invalid> {
         ),
         invalid(
             Cluster,
+            cluster(
+                json!({ "recovery": { "approvedLoss": "main-0,main-1@2026-12-06T04:00:00Z" } }),
+            ),
+            "recovery.approvedLoss needs recovery.approvedIncarnation",
+        ),
+        invalid(
+            Cluster,
             from_backup(json!({ "clusterName": "Source.Cluster" })),
             "fromBackup.clusterName must start with a lower-case letter",
         ),

@@ -43,6 +43,8 @@ pub struct Plan {
     pub kept: Vec<String>,
     /// The newest revision any member was seen at (`status.newestRevision`).
     pub newest_revision: Option<i64>,
+    /// For a backup restore, the loss it answers (`status.dataLoss.approval`).
+    pub loss: Option<String>,
 }
 
 /// The data a restore starts from.
@@ -70,11 +72,13 @@ impl Plan {
         match &self.source {
             Source::Survivor { name, revision, .. } => json!({
                 "approvedIncarnation": self.incarnation,
+                "approvedLoss": null,
                 "approvedSurvivor": name,
                 "approvedRevision": revision,
             }),
             Source::Backup(_) => json!({
                 "approvedIncarnation": self.incarnation,
+                "approvedLoss": self.loss,
                 "approvedSurvivor": null,
                 "approvedRevision": null,
             }),
@@ -200,7 +204,9 @@ pub fn decide(cluster: &EtcdCluster, choice: Option<&Choice>) -> Decision {
         };
     }
     let recovery = &cluster.spec.recovery;
-    if recovery.policy == RecoveryPolicy::NewestSurvivor {
+    if recovery.policy == RecoveryPolicy::NewestSurvivor
+        && recovery.source != RecoverySource::Backup
+    {
         return Decision::Nothing {
             why: "spec.recovery.policy is NewestSurvivor: the operator restores without an approval once every survivor has answered".to_string(),
             next: follow,
@@ -223,6 +229,9 @@ pub fn decide(cluster: &EtcdCluster, choice: Option<&Choice>) -> Decision {
                 .collect(),
             lost: lost.clone(),
             newest_revision: status.newest_revision,
+            loss: matches!(source, Source::Backup(_))
+                .then(|| status.data_loss.as_ref().map(|d| d.approval.clone()))
+                .flatten(),
             source,
         }
     };
@@ -233,7 +242,7 @@ pub fn decide(cluster: &EtcdCluster, choice: Option<&Choice>) -> Decision {
                     recovery.approved_survivor.as_ref() == Some(name)
                         && recovery.approved_revision == Some(*revision)
                 }
-                Source::Backup(_) => true,
+                Source::Backup(_) => recovery.approved_loss == plan.loss,
             }
     };
     let decided = |plan: Plan| {
@@ -251,10 +260,16 @@ pub fn decide(cluster: &EtcdCluster, choice: Option<&Choice>) -> Decision {
                 next: "set spec.recovery.backup (the destination of the backups, docs/backup.md), then run again".to_string(),
             };
         };
-        if let Some(named) = between(message, "spec.recovery.approvedIncarnation: ", ";")
+        if let Some(named) = between(message, "approvedIncarnation: ", ",")
             && named != token
         {
             return stale_incarnation(named, &token);
+        }
+        if status.data_loss.is_none() {
+            return Decision::Stale {
+                why: "the status does not show the loss yet (status.dataLoss): a backup restore approves one loss, as the operator recorded it".to_string(),
+                next: "wait a few seconds for the operator to write status, then run again".to_string(),
+            };
         }
         return decided(plan(Source::Backup(Box::new(backup))));
     }
@@ -448,7 +463,7 @@ mod tests {
         };
         assert_eq!(
             plan.recovery_patch(),
-            json!({ "approvedIncarnation": "tok-1", "approvedSurvivor": "main-0", "approvedRevision": 4213 })
+            json!({ "approvedIncarnation": "tok-1", "approvedLoss": null, "approvedSurvivor": "main-0", "approvedRevision": 4213 })
         );
         assert_eq!(plan.lost, ["main-1", "main-2"]);
         assert!(plan.kept.is_empty());
@@ -498,23 +513,40 @@ mod tests {
     }
 
     #[test]
-    fn a_backup_source_approves_the_incarnation_alone() {
+    fn a_backup_source_approves_the_incarnation_and_the_loss_the_status_shows() {
         let message = format!(
-            "{LOST}; newest survivor main-0 at revision 4213 (raft index 4400); restore from the backups of spec.recovery.backup by setting spec.recovery.approvedIncarnation: tok-1; compare the revision above with the backup's first"
+            "{LOST}; newest survivor main-0 at revision 4213 (raft index 4400); the backups reach revision 4000; survivor main-0 holds revision 4213, and the backups reach revision 4000: a backup restore would lose the writes between; restore from the survivor (spec.recovery.source: Survivor) or to restore from the backups of spec.recovery.backup anyway, set spec.recovery: {{approvedIncarnation: tok-1, approvedLoss: main-1,main-2@2026-12-01T10:00:00Z}}"
         );
-        let c = cluster(
+        let mut c = cluster(
             json!({ "recovery": { "source": "Backup", "backup": { "destination": { "persistentVolumeClaim": { "claimName": "b" } } },
                                   "approvedSurvivor": "main-0", "approvedRevision": 10, "approvedIncarnation": "old" } }),
             &message,
             "tok-1",
         );
+        // Before the operator recorded the loss, nothing is approved.
+        assert!(
+            matches!(decide(&c, None), Decision::Stale { .. }),
+            "{:?}",
+            decide(&c, None)
+        );
+        if let Some(status) = c.status.as_mut() {
+            status.data_loss = serde_json::from_value(json!({
+                "lostMembers": ["main-1", "main-2"],
+                "since": "2026-12-01T10:00:00Z",
+                "approval": "main-1,main-2@2026-12-01T10:00:00Z",
+                "survivors": [{ "name": "main-0", "revision": 4213, "readable": true }],
+                "backupRevision": 4000,
+            }))
+            .expect("a data loss");
+        }
         let Decision::Approve(plan) = decide(&c, None) else {
             panic!("{:?}", decide(&c, None));
         };
         assert!(matches!(plan.source, Source::Backup(_)));
         assert_eq!(
             plan.recovery_patch(),
-            json!({ "approvedIncarnation": "tok-1", "approvedSurvivor": null, "approvedRevision": null })
+            json!({ "approvedIncarnation": "tok-1", "approvedLoss": "main-1,main-2@2026-12-01T10:00:00Z",
+                    "approvedSurvivor": null, "approvedRevision": null })
         );
         assert_eq!(plan.kept, ["main-0"]);
     }

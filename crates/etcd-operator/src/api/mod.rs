@@ -44,9 +44,10 @@ pub use network_policy::NetworkPolicySpec;
 pub use pod_template::MemberPodTemplate;
 pub use recovery::{RecoveryPolicy, RecoverySource, RecoverySpec};
 pub use status::{
-    CaRotationStatus, CertificateStatus, ClusterBackupStatus, ConditionType, DefragRound,
-    EtcdClusterStatus, LastDefrag, LastOperation, MaintenanceStatus, MemberRole, MemberStatus,
-    OperationState, Phase, RestoreStatus, RolloutStatus, SpaceRecovery, TlsStatus,
+    CaRotationStatus, CertificateStatus, ClusterBackupStatus, ConditionType, DataLossStatus,
+    DefragRound, EtcdClusterStatus, LastDefrag, LastOperation, MaintenanceStatus, MemberRole,
+    MemberStatus, OperationState, Phase, RestoreStatus, RolloutStatus, SpaceRecovery,
+    SurvivorRevision, TlsStatus,
 };
 pub use storage::{RetentionPolicy, StorageSpec};
 pub use tls::{

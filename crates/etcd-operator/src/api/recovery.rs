@@ -14,6 +14,7 @@ use super::BackupSource;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = kube::core::Rule::new("!has(self.source) || self.source != 'Backup' || has(self.backup)").message("recovery.source Backup needs recovery.backup: the backups to restore from"))]
 #[x_kube(validation = kube::core::Rule::new("has(self.approvedSurvivor) == has(self.approvedRevision)").message("recovery.approvedSurvivor and recovery.approvedRevision go together: the survivor and its revision as the MajorityDataLost condition names them"))]
+#[x_kube(validation = kube::core::Rule::new("!has(self.approvedLoss) || has(self.approvedIncarnation)").message("recovery.approvedLoss needs recovery.approvedIncarnation: the status.clusterToken of the incarnation whose majority was lost"))]
 #[x_kube(validation = kube::core::Rule::new("!has(self.approvedSurvivor) || has(self.approvedIncarnation)").message("recovery.approvedSurvivor needs recovery.approvedIncarnation: the status.clusterToken of the incarnation whose majority was lost"))]
 pub struct RecoverySpec {
     /// `Manual` (default): wait until a person approves the restore by
@@ -52,6 +53,17 @@ pub struct RecoverySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63))]
     pub approved_survivor: Option<String>,
+
+    /// With `source: Backup`, the loss the approval answers, exactly as
+    /// `status.dataLoss.approval` shows it (its lost members and when the
+    /// operator first saw the loss): a backup restore approved this way
+    /// runs even while a survivor cannot be read. Without it, a backup
+    /// restore waits until every survivor has been read and the backups
+    /// reach the newest survivor's revision, and then runs only by
+    /// `policy: NewestSurvivor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub approved_loss: Option<String>,
 
     /// The revision of `approvedSurvivor` that the approval accepts.
     #[serde(default, skip_serializing_if = "Option::is_none")]

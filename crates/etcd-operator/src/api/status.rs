@@ -84,6 +84,14 @@ pub struct EtcdClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreStatus>,
 
+    /// The loss of a majority's data that a restore waits on or answers:
+    /// which members lost their data and since when, what every survivor
+    /// last held, how far the backups reach, and the value of
+    /// `spec.recovery.approvedLoss` that approves a restore of this very
+    /// loss. Cleared once the data of a majority is no longer known lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_loss: Option<DataLossStatus>,
+
     /// The member whose Pod the rollout replaced last, until it is back:
     /// healthy, Ready and on the current template. Meanwhile it is counted
     /// as a change in progress, not as a degraded member (for
@@ -288,6 +296,44 @@ pub struct RolloutStatus {
     pub member: String,
     /// When its Pod was deleted to be replaced.
     pub started: Time,
+}
+
+/// The loss of a majority's data, as the operator knows it.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DataLossStatus {
+    /// The members whose data is known lost, by name.
+    pub lost_members: Vec<String>,
+    /// When the operator first saw this loss (these lost members).
+    pub since: Time,
+    /// The value of `spec.recovery.approvedLoss` (with `approvedIncarnation`)
+    /// that approves a restore from a backup of this loss: its lost members
+    /// and `since`. An approval written before the loss happened can never
+    /// match it.
+    pub approval: String,
+    /// Every member whose volume survived, with the revision it holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub survivors: Vec<SurvivorRevision>,
+    /// How far the backups of `spec.recovery.backup` reach, as far as the
+    /// operator knows (the newest full backup or continuous segment of a
+    /// schedule writing there, or the revision the source names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_revision: Option<i64>,
+}
+
+/// A survivor of a majority's loss and the revision it holds.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SurvivorRevision {
+    /// The member's name.
+    pub name: String,
+    /// Its revision: read from it now when `readable`, else the revision
+    /// it last reported (unknown when it never did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    /// It answered in the operator's last look; an unreadable survivor may
+    /// hold newer data than it last reported.
+    pub readable: bool,
 }
 
 /// A restore into a new incarnation, from a surviving member or a backup.

@@ -109,6 +109,7 @@ mod tests {
             message: "fresh".into(),
             last_full: Some(("s3://b/full-1".into(), at(&o, 600), Some(40))),
             recovery_point: None,
+            ..ScheduleSummary::default()
         };
         let continuous = ScheduleSummary {
             name: "continuous".into(),
@@ -116,6 +117,7 @@ mod tests {
             message: "fresh".into(),
             last_full: Some(("file:///b/full-0".into(), at(&o, 3000), Some(10))),
             recovery_point: Some(at(&o, 2)),
+            ..ScheduleSummary::default()
         };
         o.backup_schedules = vec![hourly, continuous.clone()];
         let cx = Context::new(&o);

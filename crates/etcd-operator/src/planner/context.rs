@@ -111,7 +111,9 @@ impl<'a> Context<'a> {
         }
     }
 
-    /// Data-loss evidence of an ordinal.
+    /// Data-loss evidence of an ordinal: the one judgement of "this data
+    /// is gone" (rule 10) that every step goes through, for members and for
+    /// volumes kept aside alike.
     pub fn data_gone(&self, ordinal: u32) -> Option<String> {
         let member = self.membership.of_ordinal(ordinal);
         // Rule 10: a member whose etcd answers healthy from its own data is
@@ -123,12 +125,9 @@ impl<'a> Context<'a> {
         }
         let objects = self.o.objects(ordinal);
         if let Some(evidence) = data_gone(self.o, &objects, member.is_some()) {
-            // A deleted Node is confirmed gone only once its member has been
-            // down for memberFailureTimeout: a machine that lives registers
-            // its Node again well before.
             let node_deleted_only =
                 local_volume_on_deleted_node(self.o, &objects).as_ref() == Some(&evidence);
-            if node_deleted_only && member.is_some_and(|m| !self.down_long_enough(m)) {
+            if node_deleted_only && !self.node_deletion_is_evidence(ordinal) {
                 return None;
             }
             return Some(evidence);
@@ -145,6 +144,30 @@ impl<'a> Context<'a> {
                 ))
             }
             _ => None,
+        }
+    }
+
+    /// Whether a deleted Node counts as the loss of the node-local volume of
+    /// `ordinal`. A Node object deleted while its machine lives is
+    /// registered again by its kubelet, disks and all, so the deletion alone
+    /// proves nothing. It counts for a member of this incarnation once that
+    /// member has been down for `memberFailureTimeout`, and at once for a
+    /// volume that records no member (it holds nothing to lose). It never
+    /// counts for the data of another incarnation (a survivor that a restore
+    /// kept aside): that data may be the newest there is, so it is gone only
+    /// on other evidence (its claim or volume gone, the guard's refusal) or
+    /// when a person releases it.
+    fn node_deletion_is_evidence(&self, ordinal: u32) -> bool {
+        let Some(pvc) = self.o.objects(ordinal).pvc else {
+            return true;
+        };
+        let token = &pvc.identity.cluster_token;
+        if !token.is_empty() && *token != self.token {
+            return false;
+        }
+        match self.membership.of_ordinal(ordinal) {
+            Some(member) => self.down_long_enough(member),
+            None => pvc.identity.member_id.is_none(),
         }
     }
 
@@ -196,7 +219,7 @@ impl<'a> Context<'a> {
             .restore
             .as_ref()
             .is_some_and(|r| r.from_incarnation == *token && r.lost_members.contains(&name));
-        if known_lost || data_gone(self.o, &objects, false).is_some() {
+        if known_lost || self.data_gone(ordinal).is_some() {
             return None;
         }
         Some(format!(

@@ -3,13 +3,13 @@
 
 use super::action::{Action, Bootstrap};
 use super::context::Context;
-use super::evidence::{PodTrouble, data_gone, pod_trouble};
+use super::evidence::{PodTrouble, pod_trouble};
 use super::membership::{KnownMember, Source, quorum};
 use super::observed::PodPhase;
 use super::step::{Step, Waiting};
 use super::survivor::{Survivor, SurvivorChoice, approved_survivor, choose_survivor};
 use crate::api::identity::MemberIdentity;
-use crate::api::{RecoveryPolicy, RecoverySource, RetentionPolicy};
+use crate::api::{RecoverySource, RetentionPolicy};
 
 /// Decides the single step of this pass.
 pub fn decide(cx: &Context<'_>) -> Step {
@@ -272,20 +272,17 @@ fn without_quorum(cx: &Context<'_>) -> Option<Step> {
         return None;
     }
     let voters: Vec<&KnownMember> = cx.membership.voters().collect();
-    let lost: Vec<(&KnownMember, String)> = voters
-        .iter()
-        .filter_map(|m| Some((*m, cx.data_gone(m.ordinal?)?)))
-        .collect();
+    let lost = super::loss::lost_voters(cx);
     if !voters.is_empty() && voters.len() - lost.len() < quorum(voters.len()) {
         let survivor = choose_survivor(cx, &lost);
         let restore = match cx.o.spec.recovery.source {
             RecoverySource::Survivor => approved_survivor(cx, &lost, &survivor)
                 .and_then(|chosen| restore_from_survivor(cx, &chosen)),
+            // Rules 7 and 11 hold for backups too (`loss`).
             RecoverySource::Backup => {
-                let approved = cx.o.spec.recovery.policy == RecoveryPolicy::NewestSurvivor
-                    || cx.o.spec.recovery.approved_incarnation.as_deref()
-                        == Some(cx.token.as_str());
-                approved
+                let loss = super::loss::Loss::of(cx, &lost);
+                super::loss::backup_restore_held(cx, &loss, &survivor)
+                    .is_none()
                     .then(|| restore_from_backup_in_place(cx, &survivor))
                     .flatten()
             }
@@ -476,7 +473,7 @@ fn add_missing_members(cx: &Context<'_>) -> Option<Step> {
                     cx.name(ordinal)
                 )));
             }
-            if let Some(evidence) = data_gone(cx.o, &objects, false) {
+            if let Some(evidence) = cx.data_gone(ordinal) {
                 return act(Action::DeletePvc {
                     ordinal,
                     reason: format!("it holds no usable member data: {evidence}"),

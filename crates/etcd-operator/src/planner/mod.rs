@@ -17,6 +17,7 @@ mod context;
 mod decide;
 mod evidence;
 mod expansion;
+mod loss;
 mod maintenance;
 mod membership;
 mod observed;

@@ -111,6 +111,10 @@ pub struct ScheduleSummary {
     /// With continuous backup: every write acknowledged before this time
     /// is durable.
     pub recovery_point: Option<Timestamp>,
+    /// With continuous backup: every revision up to this one is durable.
+    pub durable_revision: Option<i64>,
+    /// Where it writes.
+    pub destination: Option<crate::api::BackupDestination>,
 }
 
 /// A member volume's filesystem as its Pod sees it.

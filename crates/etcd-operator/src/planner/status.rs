@@ -248,6 +248,15 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         Step::Wait(_) => previous.last_operation.clone(),
     };
     let restore = restore_status(cx, step);
+    let data_loss = match step {
+        Step::Wait(Waiting::MajorityDataLost { .. })
+        | Step::Act(
+            crate::planner::Action::RestoreFromSurvivor { .. }
+            | crate::planner::Action::RestoreFromBackup { .. },
+        ) if cx.formed => Some(super::loss::status(cx, &super::loss::lost_voters(cx))),
+        _ if restoring => previous.data_loss.clone(),
+        _ => None,
+    };
     // The new incarnation starts with the survivor alone.
     let bootstrap_replicas = if starting_restore || restoring {
         Some(1)
@@ -286,6 +295,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         conditions,
         last_operation,
         restore,
+        data_loss,
         rollout,
         quota_backend_bytes: Some(o.spec.quota_backend_bytes()),
         maintenance: super::maintenance::status(cx, step),
@@ -428,10 +438,20 @@ fn how_to_approve(cx: &Context<'_>, survivor: &SurvivorChoice) -> String {
     use crate::api::{RecoveryPolicy, RecoverySource};
     let recovery = &cx.o.spec.recovery;
     match (recovery.source, recovery.backup.is_some()) {
-        (RecoverySource::Backup, true) => format!(
-            "restore from the backups of spec.recovery.backup by setting spec.recovery.approvedIncarnation: {}; compare the revision above with the backup's (the schedule's status.incremental.durableRevision) first",
-            cx.token
-        ),
+        (RecoverySource::Backup, true) => {
+            let lost = super::loss::lost_voters(cx);
+            let loss = super::loss::Loss::of(cx, &lost);
+            let reach = super::loss::backup_reach(cx)
+                .map_or("an unknown revision".to_string(), |r| {
+                    format!("revision {r}")
+                });
+            match super::loss::backup_restore_held(cx, &loss, survivor) {
+                Some(held) => format!("the backups reach {reach}; {held}"),
+                None => format!(
+                    "restoring from the backups of spec.recovery.backup (they reach {reach})"
+                ),
+            }
+        }
         (RecoverySource::Backup, false) => "source Backup needs spec.recovery.backup".to_string(),
         (RecoverySource::Survivor, _) => match (recovery.policy, survivor) {
             (RecoveryPolicy::NewestSurvivor, SurvivorChoice::Newest(_)) => {

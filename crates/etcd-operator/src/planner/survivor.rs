@@ -110,15 +110,21 @@ fn survivor_of(cx: &Context<'_>, member: &KnownMember, ordinal: u32) -> Survivor
     }
 }
 
+/// Every voter whose data was not lost, with what it answered in this pass
+/// and what it last reported.
+pub fn survivor_readings(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> Vec<Survivor> {
+    survivors(cx, lost)
+        .into_iter()
+        .map(|(m, ordinal)| survivor_of(cx, m, ordinal))
+        .collect()
+}
+
 /// Rule 11: the newest survivor is the one with the highest committed raft
 /// index (then revision) among *all* voters whose data was not lost; while
 /// one of them cannot be read, the newest is unknown. What status recorded
 /// earlier is not a reading: only what a member answered in this pass.
 pub fn choose_survivor(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> SurvivorChoice {
-    let all: Vec<Survivor> = survivors(cx, lost)
-        .into_iter()
-        .map(|(m, ordinal)| survivor_of(cx, m, ordinal))
-        .collect();
+    let all = survivor_readings(cx, lost);
     let newest = |list: &[&Survivor]| -> Option<Survivor> {
         list.iter()
             .max_by_key(|s| (s.raft_index, s.revision, std::cmp::Reverse(s.ordinal)))

@@ -88,6 +88,8 @@ pub fn summary(schedule: &EtcdBackupSchedule) -> ScheduleSummary {
             .as_ref()
             .and_then(|i| i.recovery_point.as_ref())
             .map(|t| t.0),
+        durable_revision: status.incremental.as_ref().and_then(|i| i.durable_revision),
+        destination: Some(schedule.spec.destination.clone()),
     }
 }
 

@@ -308,3 +308,141 @@ fn a_person_may_choose_a_survivor_that_restarted_without_quorum_at_its_last_revi
         sim.actions
     );
 }
+
+/// A survivor kept aside by a restore whose Node object is deleted while
+/// its machine reboots (a kubelet registers it again) keeps its volume: a
+/// deleted Node alone never proves that a survivor's data is gone.
+#[test]
+fn a_kept_survivor_whose_node_object_is_deleted_keeps_its_volume() {
+    let mut sim = running(5, Volumes::Local);
+    let node4 = sim.node_of(4).expect("node of member 4");
+    sim.stop_node(&node4);
+    sim.run(10);
+    for ordinal in [0, 1, 2] {
+        sim.wipe(ordinal);
+    }
+    sim.start_node(&node4);
+    sim.run(20);
+    assert!(sim.approve_newest_survivor(), "{:#?}", sim.status);
+    let action = sim.reconcile();
+    assert!(
+        matches!(action, Some(Action::RestoreFromSurvivor { ordinal: 3, .. })),
+        "{action:?}"
+    );
+    // Member 4's machine reboots; its Node object is deleted meanwhile.
+    sim.delete_node_object(&node4);
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        sim.pvcs
+            .get(&4)
+            .is_some_and(|p| !p.deleting && p.data.is_some()),
+        "the kept survivor's volume was deleted: {:?}",
+        sim.pvcs.get(&4)
+    );
+    sim.reregister_node(&node4);
+    sim.run(20);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(sim.pvcs.get(&4).is_some_and(|p| p.data.is_some()));
+    assert!(sim.has_quorum(), "{:#?}", sim.status);
+}
+
+/// The backups of `spec.recovery.backup`, restored without a person.
+fn recover_from_backups_automatically(sim: &mut Sim) {
+    sim.spec.recovery.source = crate::api::RecoverySource::Backup;
+    sim.spec.recovery.backup = Some(crate::api::BackupSource::default());
+    sim.spec.recovery.policy = RecoveryPolicy::NewestSurvivor;
+}
+
+fn backup_restores(sim: &Sim) -> usize {
+    sim.actions
+        .iter()
+        .filter(|a| matches!(a, Action::RestoreFromBackup { .. }))
+        .count()
+}
+
+/// Rules 7 and 11 for backups: with `policy: NewestSurvivor`, a backup
+/// restore waits while the newest survivor cannot be read, and once it is
+/// read and newer than the backups, it still waits for a person.
+#[test]
+fn an_automatic_backup_restore_waits_for_an_unreadable_survivor_newer_than_the_backups() {
+    let mut sim = newest_survivor_unreachable();
+    recover_from_backups_automatically(&mut sim);
+    let newest = i64::try_from(sim.pvcs[&3].index).unwrap_or(i64::MAX);
+    sim.backup_reach = Some(newest - 1);
+    sim.run(20);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(
+        backup_restores(&sim),
+        0,
+        "restored while demo-3 could not be read"
+    );
+    let loss = sim.status.data_loss.clone().expect("status.dataLoss");
+    assert_eq!(loss.lost_members, ["demo-0", "demo-1", "demo-2"]);
+    assert_eq!(loss.backup_revision, Some(newest - 1));
+    let demo3 = loss
+        .survivors
+        .iter()
+        .find(|s| s.name == "demo-3")
+        .expect("demo-3 among the survivors");
+    assert!(!demo3.readable);
+    let message = sim
+        .status
+        .condition(ConditionType::MajorityDataLost)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("demo-3"), "{message}");
+    assert!(message.contains(&loss.approval), "{message}");
+
+    // Read, and newer than the backups: still no restore on its own.
+    let node3 = sim.node_of(3).expect("node of member 3");
+    sim.start_node(&node3);
+    sim.run(20);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(
+        backup_restores(&sim),
+        0,
+        "the backups are older than demo-3"
+    );
+
+    // Backups that reach the newest survivor are restored without a person.
+    sim.backup_reach = Some(newest);
+    sim.run(5);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(backup_restores(&sim), 1, "{:?}", sim.actions);
+}
+
+/// An approval written before the loss (kept in Git) approves nothing; a
+/// person who approves this loss after it happened restores the backups
+/// even while a survivor cannot be read.
+#[test]
+fn a_backup_restore_runs_only_for_the_loss_a_person_approved() {
+    let mut sim = newest_survivor_unreachable();
+    let token = sim.status.cluster_token.clone();
+    sim.spec.recovery.source = crate::api::RecoverySource::Backup;
+    sim.spec.recovery.backup = Some(crate::api::BackupSource::default());
+    sim.spec.recovery.approved_incarnation = token.clone();
+    sim.spec.recovery.approved_loss = Some("demo-0,demo-1,demo-2@2023-11-14T22:13:20Z".into());
+    sim.run(20);
+    assert_eq!(backup_restores(&sim), 0, "an approval of another loss ran");
+    let approval = sim
+        .status
+        .data_loss
+        .clone()
+        .expect("status.dataLoss")
+        .approval;
+    assert!(approval.starts_with("demo-0,demo-1,demo-2@"), "{approval}");
+    // The date of the loss stays what it was while the loss lasts.
+    sim.run(5);
+    assert_eq!(
+        sim.status.data_loss.clone().map(|d| d.approval),
+        Some(approval)
+    );
+    assert!(sim.approve_loss());
+    sim.reconcile();
+    assert_eq!(backup_restores(&sim), 1, "{:?}", sim.actions);
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    // The unreadable survivor's volume is kept (rule 11).
+    assert!(sim.pvcs.get(&3).is_some_and(|p| p.data.is_some()));
+}

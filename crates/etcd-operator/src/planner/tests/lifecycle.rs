@@ -501,7 +501,16 @@ fn approved_restore_from_a_backup_replaces_the_lost_incarnation_in_place() {
         "{}",
         condition.message
     );
+    // An approval of the incarnation alone (written before the loss, say)
+    // approves nothing: a backup restore answers one loss.
     sim.spec.recovery.approved_incarnation = old_token.clone();
+    sim.run(5);
+    assert!(
+        !sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromBackup { .. }))
+    );
+    assert!(sim.approve_loss(), "{:#?}", sim.status);
     let action = sim.reconcile();
     // Into the survivor's volume (its own data is kept beside).
     assert!(

@@ -20,6 +20,13 @@ enum Fault {
     Reconcile,
     /// A person approves a restore of the current incarnation.
     Approve,
+    /// A person approves a restore from the backups of the loss the status
+    /// shows.
+    ApproveLoss,
+    /// A person makes the backups the recovery source, restored without a
+    /// person (`policy: NewestSurvivor`) when true; the backups reach the
+    /// given share (percent) of the newest index written so far.
+    RecoverFromBackup(bool, u8),
     /// A person changes the release: 3.7 when true, back to 3.6 when false.
     ChangeVersion(bool),
     /// A person changes a tuning flag (rolls every member).
@@ -40,6 +47,8 @@ fn fault() -> impl Strategy<Value = Fault> {
         2 => prop_oneof![Just(5i64), Just(60), Just(400)].prop_map(Fault::Wait),
         8 => Just(Fault::Reconcile),
         1 => Just(Fault::Approve),
+        1 => Just(Fault::ApproveLoss),
+        1 => (any::<bool>(), 0u8..=100).prop_map(|(auto, reach)| Fault::RecoverFromBackup(auto, reach)),
         1 => any::<bool>().prop_map(Fault::ChangeVersion),
         1 => (0u8..3).prop_map(Fault::Tune),
         1 => Just(Fault::Grow),
@@ -88,6 +97,18 @@ fn apply(sim: &mut Sim, fault: &Fault) {
         Fault::Approve => {
             sim.approve_newest_survivor();
         }
+        Fault::ApproveLoss => {
+            sim.approve_loss();
+        }
+        Fault::RecoverFromBackup(auto, reach) => {
+            sim.spec.recovery.source = crate::api::RecoverySource::Backup;
+            sim.spec.recovery.backup = Some(crate::api::BackupSource::default());
+            if *auto {
+                sim.spec.recovery.policy = crate::api::RecoveryPolicy::NewestSurvivor;
+            }
+            let newest = i64::try_from(sim.newest_index()).unwrap_or(i64::MAX);
+            sim.backup_reach = Some(newest.saturating_mul(i64::from(*reach)) / 100);
+        }
         Fault::ChangeVersion(up) => {
             sim.spec.version = if *up { "3.7.3" } else { "3.6.16" }.to_string();
         }
@@ -111,7 +132,7 @@ fn check(replicas: i32, volumes: Volumes, faults: &[Fault]) -> Result<(), TestCa
     let mut approved = false;
     for fault in faults {
         apply(&mut sim, fault);
-        approved |= matches!(fault, Fault::Approve);
+        approved |= matches!(fault, Fault::Approve | Fault::ApproveLoss);
         prop_assert!(
             sim.violations.is_empty(),
             "after {fault:?}: {:?}\n{:#?}",

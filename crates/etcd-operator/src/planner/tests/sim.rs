@@ -176,6 +176,9 @@ pub struct Sim {
     /// The members' Pods running each step's revision when it was taken
     /// (checked: a CA rotation step only once every member runs the last).
     pub ca_steps: Vec<(crate::tls::CaRotationStep, bool)>,
+    /// The revision the backups of `spec.recovery.backup` reach, as a
+    /// schedule writing there reports it (`None`: no schedule says).
+    pub backup_reach: Option<i64>,
 }
 
 /// A member's database file.
@@ -233,6 +236,7 @@ impl Sim {
             history: 0,
             nospace: Vec::new(),
             corrupt: None,
+            backup_reach: None,
         };
         for _ in 0..nodes {
             sim.add_node();
@@ -772,7 +776,22 @@ impl Sim {
             members_may_share_a_node: false,
             volume_expansion_allowed: Some(self.expansion_allowed),
             volume_usage: std::collections::BTreeMap::new(),
-            backup_schedules: Vec::new(),
+            backup_schedules: self
+                .backup_reach
+                .map(|reach| crate::planner::ScheduleSummary {
+                    name: "continuous".to_string(),
+                    ready: Some(true),
+                    durable_revision: Some(reach),
+                    destination: self
+                        .spec
+                        .recovery
+                        .backup
+                        .as_ref()
+                        .map(|b| b.destination.clone()),
+                    ..crate::planner::ScheduleSummary::default()
+                })
+                .into_iter()
+                .collect(),
             tls: self.tls.clone(),
             transport: self.transport(),
             restore_pod: self.restore_pod.as_ref().map(|r| {
@@ -936,6 +955,74 @@ impl Sim {
             }
         }
         released
+    }
+
+    /// Whether deleting the PVC of `ordinal` destroys a survivor's data:
+    /// the volume physically holds a member of an earlier incarnation
+    /// (its disk exists: no node, a node that exists, or a machine that
+    /// lives on without its Node object), no person released it, and no
+    /// restore recorded that member's data as lost.
+    fn kept_survivor_deleted(&self, ordinal: u32) -> Option<String> {
+        let pvc = self.pvcs.get(&ordinal)?;
+        pvc.data?;
+        let newest_token = self
+            .status
+            .restore
+            .as_ref()
+            .map(|r| r.incarnation.clone())
+            .or_else(|| self.status.cluster_token.clone())?;
+        let token = &pvc.identity.cluster_token;
+        if token.is_empty() || *token == newest_token || pvc.released {
+            return None;
+        }
+        let disk_exists = pvc
+            .local_node
+            .as_ref()
+            .is_none_or(|n| self.nodes.contains_key(n) || self.machines_alive.contains(n));
+        let name = format!("{CLUSTER}-{ordinal}");
+        let recorded_lost = self
+            .status
+            .restore
+            .as_ref()
+            .is_some_and(|r| r.from_incarnation == *token && r.lost_members.contains(&name));
+        (disk_exists && !recorded_lost).then(|| {
+            format!(
+                "the PVC of {name}, a survivor of incarnation {token} whose disk exists, deleted"
+            )
+        })
+    }
+
+    /// The newest index a voter's volume holds, whose disk exists.
+    pub fn newest_survivor_index(&self) -> Option<u64> {
+        let voters: Vec<u64> = self.voters().map(|m| m.id).collect();
+        self.pvcs
+            .values()
+            .filter(|p| p.data.is_some_and(|d| voters.contains(&d)))
+            .filter(|p| {
+                p.local_node
+                    .as_ref()
+                    .is_none_or(|n| self.nodes.contains_key(n) || self.machines_alive.contains(n))
+            })
+            .map(|p| p.index)
+            .max()
+    }
+
+    /// A person approved the loss the status shows (`approvedLoss`).
+    pub fn loss_approved_by_a_person(&self) -> bool {
+        self.spec.recovery.approved_loss.is_some()
+            && self.spec.recovery.approved_loss
+                == self.status.data_loss.as_ref().map(|d| d.approval.clone())
+    }
+
+    /// A person approves a restore from the backups of the loss the status
+    /// shows: this incarnation and this loss.
+    pub fn approve_loss(&mut self) -> bool {
+        let Some(loss) = self.status.data_loss.as_ref() else {
+            return false;
+        };
+        self.spec.recovery.approved_loss = Some(loss.approval.clone());
+        self.spec.recovery.approved_incarnation = self.status.cluster_token.clone();
+        true
     }
 
     /// The newest index held by any volume that still has data.
@@ -1219,6 +1306,9 @@ impl Sim {
                         &action,
                     );
                 }
+                if let Some(why) = self.kept_survivor_deleted(*ordinal) {
+                    self.violation(&format!("rule 11: {why}"), &action);
+                }
                 if let Some(p) = self.pvcs.get_mut(ordinal) {
                     p.deleting = true;
                 }
@@ -1491,6 +1581,21 @@ impl Sim {
                 // After the cluster formed, only as a disaster recovery.
                 if self.formed && self.majority_data_exists() {
                     self.violation("rule 7: restore while a majority's data exists", &action);
+                }
+                // Rule 11 holds for backups: a survivor's newer data is
+                // given up only by a person who approved this very loss.
+                if self.formed
+                    && !self.loss_approved_by_a_person()
+                    && let Some(newest) = self.newest_survivor_index()
+                    && i64::try_from(newest).unwrap_or(i64::MAX) > self.backup_reach.unwrap_or(0)
+                {
+                    self.violation(
+                        &format!(
+                            "rule 11: a backup restore (reaching {:?}) while a survivor holds index {newest}",
+                            self.backup_reach
+                        ),
+                        &action,
+                    );
                 }
                 if self.formed && self.spec.recovery.backup.is_none() {
                     self.violation("a restore from a backup nobody named", &action);
