@@ -134,11 +134,25 @@ impl MemberAddressing {
         self.transport.client_urls(&self.member_host(ordinal))
     }
 
-    /// The `--initial-cluster` value for a set of ordinals.
-    pub fn initial_cluster(&self, ordinals: &[u32]) -> String {
+    /// The `--initial-cluster` value for a set of ordinals: each member with
+    /// the peer URLs etcd's member list holds for it (`known`), else the URL
+    /// a member added now is given.
+    pub fn initial_cluster(
+        &self,
+        ordinals: &[u32],
+        known: Option<&std::collections::BTreeMap<u32, Vec<String>>>,
+    ) -> String {
         ordinals
             .iter()
-            .map(|&o| format!("{}={}", member_name(&self.cluster, o), self.peer_url(o)))
+            .flat_map(|&o| {
+                let name = member_name(&self.cluster, o);
+                let urls = known
+                    .and_then(|k| k.get(&o))
+                    .filter(|urls| !urls.is_empty())
+                    .cloned()
+                    .unwrap_or_else(|| vec![self.peer_url(o)]);
+                urls.into_iter().map(move |url| format!("{name}={url}"))
+            })
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -195,8 +209,21 @@ mod tests {
             "https://demo-0.demo-peer.prod.svc.cluster.local:2379"
         );
         assert_eq!(
-            a.initial_cluster(&[0, 1]),
+            a.initial_cluster(&[0, 1], None),
             "demo-0=http://demo-0.demo-peer.prod.svc.cluster.local:2380,demo-1=http://demo-1.demo-peer.prod.svc.cluster.local:2380"
+        );
+    }
+
+    /// While a transport change moves peer URLs, a joining member lists
+    /// each member with the URL etcd holds for it, not the stage's pattern.
+    #[test]
+    fn the_initial_cluster_of_a_join_takes_the_member_lists_urls() {
+        let a = MemberAddressing::new("demo", "prod");
+        let moved = "https://demo-0.demo-peer.prod.svc.cluster.local:2382".to_string();
+        let known = std::collections::BTreeMap::from([(0, vec![moved.clone()])]);
+        assert_eq!(
+            a.initial_cluster(&[0, 1], Some(&known)),
+            format!("demo-0={moved},demo-1=http://demo-1.demo-peer.prod.svc.cluster.local:2380")
         );
     }
 }

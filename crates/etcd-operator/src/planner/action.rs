@@ -218,6 +218,12 @@ pub enum Bootstrap {
         /// Ordinals listed in `--initial-cluster` (the membership plus this
         /// member).
         initial_members: Vec<u32>,
+        /// The peer URLs etcd's member list holds for the listed members it
+        /// knows. A joining member's `--initial-cluster` must match that
+        /// list exactly (etcd refuses the join otherwise), and while a
+        /// transport change moves peer URLs one member at a time, they are
+        /// not what the current stage would give a new member.
+        peer_urls: std::collections::BTreeMap<u32, Vec<String>>,
     },
 }
 
@@ -235,6 +241,15 @@ impl Bootstrap {
     }
 
     /// Ordinals of `--initial-cluster`.
+    /// The peer URLs the member list holds for the listed members (none for
+    /// a first bootstrap: nothing exists yet).
+    pub fn known_peer_urls(&self) -> Option<&std::collections::BTreeMap<u32, Vec<String>>> {
+        match self {
+            Self::New { .. } => None,
+            Self::Existing { peer_urls, .. } => Some(peer_urls),
+        }
+    }
+
     pub fn initial_members(&self) -> &[u32] {
         match self {
             Self::New {

@@ -252,11 +252,20 @@ fn recreate_pods(cx: &Context<'_>) -> Option<Step> {
             members.push(ordinal);
             members.sort_unstable();
         }
+        let peer_urls = cx
+            .membership
+            .members
+            .iter()
+            .filter(|m| !m.peer_urls.is_empty())
+            .filter_map(|m| Some((m.ordinal?, m.peer_urls.clone())))
+            .filter(|(o, _)| members.contains(o))
+            .collect();
         return act(Action::CreatePod {
             ordinal,
             bootstrap: Bootstrap::Existing {
                 token: cx.token.clone(),
                 initial_members: members,
+                peer_urls,
             },
             identity: cx.identity_of(ordinal),
             release: super::rollout::release_for_new_pods(cx),

@@ -52,6 +52,9 @@ pub struct KnownMember {
     /// Its database file, as its endpoint reports it; `None` when its
     /// endpoint did not answer.
     pub db: Option<DbSpace>,
+    /// Its peer URLs as etcd's member list holds them (empty when only the
+    /// status is known).
+    pub peer_urls: Vec<String>,
 }
 
 /// The space of a member's database file.
@@ -148,6 +151,7 @@ impl Membership {
                             in_use: s.db_size_in_use,
                             quota: s.db_size_quota,
                         }),
+                        peer_urls: m.peer_urls.clone(),
                     }
                 })
                 .collect();
@@ -295,5 +299,6 @@ fn last_known(cluster: &str, m: &MemberStatus, now: Timestamp) -> Option<KnownMe
         version: m.version.clone(),
         storage_version: None,
         db: None,
+        peer_urls: Vec::new(),
     })
 }

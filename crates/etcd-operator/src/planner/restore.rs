@@ -169,6 +169,7 @@ pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {
             bootstrap: Bootstrap::Existing {
                 token: token.clone(),
                 initial_members: vec![survivor],
+                peer_urls: Default::default(),
             },
             identity: MemberIdentity {
                 cluster_token: token,

@@ -197,7 +197,7 @@ pub fn etcd_args(
         ),
         format!(
             "--initial-cluster={}",
-            addressing.initial_cluster(bootstrap.initial_members())
+            addressing.initial_cluster(bootstrap.initial_members(), bootstrap.known_peer_urls())
         ),
         format!(
             "--initial-cluster-state={}",

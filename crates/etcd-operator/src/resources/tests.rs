@@ -125,6 +125,7 @@ fn existing_members_never_get_new() {
     let bootstrap = Bootstrap::Existing {
         token: "t".to_string(),
         initial_members: vec![0, 1],
+        peer_urls: Default::default(),
     };
     let args = etcd_args(
         &cluster(),

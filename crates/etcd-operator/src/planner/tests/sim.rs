@@ -179,6 +179,8 @@ pub struct Sim {
     /// The revision the backups of `spec.recovery.backup` reach, as a
     /// schedule writing there reports it (`None`: no schedule says).
     pub backup_reach: Option<i64>,
+    /// Joins etcd refused (reported once each).
+    pub refused_joins: Vec<(u32, Bootstrap)>,
 }
 
 /// A member's database file.
@@ -237,6 +239,7 @@ impl Sim {
             nospace: Vec::new(),
             corrupt: None,
             backup_reach: None,
+            refused_joins: Vec::new(),
         };
         for _ in 0..nodes {
             sim.add_node();
@@ -583,6 +586,30 @@ impl Sim {
                     Some(_) => (false, Some(data_lost()), None),
                     None => (false, None, None),
                 }
+            }
+            (None, Bootstrap::Existing { .. })
+                if self
+                    .members
+                    .iter()
+                    .any(|m| m.ordinal == ordinal && !m.started)
+                    && !self.join_matches_member_list(ordinal) =>
+            {
+                // etcd compares a joining member's --initial-cluster with the
+                // member list it fetches from its peers, and refuses to start
+                // when a listed member's peer URLs differ.
+                if !self
+                    .refused_joins
+                    .iter()
+                    .any(|(o, b)| *o == ordinal && pod.bootstrap == *b)
+                {
+                    self.violations.push(format!(
+                        "a join etcd refuses: demo-{ordinal}'s --initial-cluster ({:?}) differs from the member list ({:?})",
+                        pod.bootstrap,
+                        self.members.iter().map(|m| (m.ordinal, m.peer_url.clone())).collect::<Vec<_>>()
+                    ));
+                    self.refused_joins.push((ordinal, pod.bootstrap.clone()));
+                }
+                (false, None, None)
             }
             (None, Bootstrap::Existing { .. }) => {
                 let idle = self.idle;
@@ -989,6 +1016,29 @@ impl Sim {
             format!(
                 "the PVC of {name}, a survivor of incarnation {token} whose disk exists, deleted"
             )
+        })
+    }
+
+    /// Whether the `--initial-cluster` of `ordinal`'s Pod (built as the
+    /// operator's resources build it) lists every member it names with the
+    /// peer URL etcd's member list holds.
+    fn join_matches_member_list(&self, ordinal: u32) -> bool {
+        let Some(pod) = self.pods.get(&ordinal) else {
+            return true;
+        };
+        let addressing = crate::addressing::MemberAddressing {
+            transport: pod.transport,
+            ..crate::addressing::MemberAddressing::new(CLUSTER, "ns")
+        };
+        let flag = addressing.initial_cluster(
+            pod.bootstrap.initial_members(),
+            pod.bootstrap.known_peer_urls(),
+        );
+        pod.bootstrap.initial_members().iter().all(|o| {
+            self.members
+                .iter()
+                .find(|m| m.ordinal == *o)
+                .is_none_or(|m| flag.contains(&format!("{CLUSTER}-{o}={}", m.peer_url)))
         })
     }
 
