@@ -260,6 +260,16 @@ impl EtcdClusterSpec {
         }
     }
 
+    /// The image of every container of the cluster's Pods that runs etcd
+    /// or etcdutl (members and restores alike): `image` when set (a
+    /// mirror, a private registry), else the etcd project's release image
+    /// of `version` ([`version::image`]).
+    pub fn etcd_image(&self) -> String {
+        self.image
+            .clone()
+            .unwrap_or_else(|| version::image(&self.version))
+    }
+
     /// `spec.memberFailureTimeout` as a standard duration.
     pub fn member_failure_timeout(&self) -> std::time::Duration {
         if self.member_failure_timeout.is_negative() {

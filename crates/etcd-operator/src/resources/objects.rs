@@ -29,7 +29,7 @@ use crate::api::identity::{
 use crate::api::pod_revision::{
     AppliedKeys, TEMPLATE_HASH_ANNOTATION, TEMPLATE_METADATA_ANNOTATION, template_hash, user_labels,
 };
-use crate::api::{EtcdCluster, MemberPodTemplate, version};
+use crate::api::{EtcdCluster, MemberPodTemplate};
 use crate::planner::Bootstrap;
 use crate::pod_contract::{TERMINATION_MESSAGE_POLICY, VOLUME_USAGE_PORT};
 
@@ -464,13 +464,7 @@ pub fn member_pod_with(
     let volume_usage = volume_usage_container(operator_image, &data_mount, &container_security);
     let etcd = Container {
         name: ETCD_CONTAINER.to_string(),
-        image: Some(
-            cluster
-                .spec
-                .image
-                .clone()
-                .unwrap_or_else(|| version::image(&cluster.spec.version)),
-        ),
+        image: Some(cluster.spec.etcd_image()),
         command: Some(vec![GUARD_BINARY.to_string()]),
         args: Some(etcd_command),
         termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.to_string()),

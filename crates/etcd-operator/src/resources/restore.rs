@@ -4,6 +4,12 @@
 //! files come from `pod_contract::restore_volume`). Every step can run
 //! again:
 //!
+//! Every container runs one of the cluster's images, as its member Pods
+//! do: the operator's steps the operator's image, the etcd and etcdutl
+//! steps the cluster's etcd image ([`crate::api::EtcdClusterSpec::etcd_image`]:
+//! `spec.image` when set), so a restore pulls from the registry the
+//! members pull from (a mirror, an air-gapped cluster's).
+//!
 //! - from a survivor: `restore-volume prepare` (operator image: copy the
 //!   survivor's data dir, WAL included, and install the operator binary for
 //!   the next step), `restore-volume apply-wal` (etcd image: etcd with
@@ -30,7 +36,7 @@ use kube::ResourceExt;
 use super::objects::{DATA_MOUNT, ETCD_BINARY, GUARD_BINARY, GUARD_DIR, data_volume};
 use crate::addressing::{MemberAddressing, member_name, restore_pod_name};
 use crate::api::identity::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
-use crate::api::{BackupSource, EtcdCluster, version};
+use crate::api::{BackupSource, EtcdCluster};
 use crate::pod_contract::restore_volume::{flag, flags};
 use crate::pod_contract::{REVISION_BUMP, RestoreLayout, RestoreStep, TERMINATION_MESSAGE_POLICY};
 
@@ -94,7 +100,7 @@ pub fn restore_pod(
     // with the revision bump.
     let restore = Container {
         name: "etcdutl".to_string(),
-        image: Some(version::image(&cluster.spec.version)),
+        image: Some(cluster.spec.etcd_image()),
         command: Some(vec!["/usr/local/bin/etcdutl".to_string()]),
         args: Some(vec![
             "snapshot".to_string(),
@@ -123,7 +129,7 @@ pub fn restore_pod(
         mounts.extend(extra_mounts);
         Container {
             name: step.name().to_string(),
-            image: Some(version::image(&cluster.spec.version)),
+            image: Some(cluster.spec.etcd_image()),
             command: Some(vec![GUARD_BINARY.to_string()]),
             args: Some(args),
             termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.to_string()),
@@ -255,6 +261,72 @@ pub fn restore_pod(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::identity::MemberIdentity;
+    use crate::api::{EtcdClusterSpec, version};
+    use crate::planner::Bootstrap;
+
+    /// The images of every container, init containers included.
+    fn images(pod: &Pod) -> Vec<String> {
+        let spec = pod.spec.as_ref().expect("spec");
+        spec.init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .map(|c| c.image.clone().expect("every container names its image"))
+            .collect()
+    }
+
+    /// A restore Pod pulls only what the cluster's member Pods pull: its
+    /// etcd and etcdutl steps run the cluster's etcd image (`spec.image`,
+    /// a mirror in an air-gapped cluster), its other steps the operator's
+    /// image. Both restores, with the image set and unset.
+    #[test]
+    fn a_restore_pod_runs_only_the_images_of_the_clusters_member_pods() {
+        let mirror = "registry.example/mirror/etcd:v3.6.16";
+        let operator = "registry.example/mirror/etcd-operator:1";
+        let source: BackupSource = serde_json::from_value(serde_json::json!({
+            "destination": { "s3": { "bucket": "b", "credentialsSecret": "s3" } },
+        }))
+        .expect("source");
+        for image in [Some(mirror.to_string()), None] {
+            let spec = EtcdClusterSpec {
+                image: image.clone(),
+                ..EtcdClusterSpec::default()
+            };
+            let mut cluster = EtcdCluster::new("main", spec);
+            cluster.metadata.namespace = Some("ns".into());
+            cluster.metadata.uid = Some("uid".into());
+            let addressing = MemberAddressing::new("main", "ns");
+            let member = crate::resources::member_pod(
+                &cluster,
+                &addressing,
+                operator,
+                0,
+                &Bootstrap::New {
+                    token: "main-x".to_string(),
+                    initial_members: vec![0, 1, 2],
+                },
+                &MemberIdentity {
+                    cluster_token: "main-x".to_string(),
+                    cluster_id: None,
+                    member_id: None,
+                },
+            );
+            let member_images = images(&member);
+            let etcd_image = image.unwrap_or_else(|| version::image(&cluster.spec.version));
+            assert!(member_images.contains(&etcd_image), "{member_images:?}");
+            for backup in [None, Some(source.clone())] {
+                let from_backup = backup.is_some();
+                let pod = restore_pod(&cluster, &addressing, operator, 0, "main-y", backup);
+                let restore_images = images(&pod);
+                assert!(
+                    restore_images.iter().all(|i| member_images.contains(i)),
+                    "restore (from a backup: {from_backup}) pulls {restore_images:?}, members {member_images:?}"
+                );
+                assert!(restore_images.contains(&etcd_image), "{restore_images:?}");
+            }
+        }
+    }
 
     #[test]
     fn a_survivor_restore_applies_its_wal_and_bumps_the_revision() {
