@@ -49,6 +49,54 @@ pub fn tls_secret_name(cluster: &str, role: &str) -> String {
     format!("{cluster}-{role}-tls")
 }
 
+/// The ends that make the common names of a TLS cluster's own
+/// certificates from its name: `<cluster>-server` (the members' client
+/// port), `<cluster>-peer` (the members' peer port: the only common name
+/// `--peer-cert-allowed-cn` lets onto it) and `<cluster>-client` (the
+/// users' shared client certificate).
+pub const CLUSTER_COMMON_NAME_SUFFIXES: [&str; 3] = ["-server", "-peer", "-client"];
+
+/// The common name of the operator's own client certificate, the same in
+/// every cluster.
+pub const OPERATOR_COMMON_NAME: &str = "etcd-operator";
+
+/// etcd's superuser: once etcd authentication is on, a client certificate
+/// with this common name may do everything, roles and users included.
+pub const ETCD_ROOT_USER: &str = "root";
+
+/// The common names reserved in every cluster, whatever its name.
+pub const FIXED_RESERVED_COMMON_NAMES: [&str; 2] = [OPERATOR_COMMON_NAME, ETCD_ROOT_USER];
+
+/// The common name of the members' client-port certificate.
+pub fn server_common_name(cluster: &str) -> String {
+    format!("{cluster}{}", CLUSTER_COMMON_NAME_SUFFIXES[0])
+}
+
+/// The common name of the members' peer certificate, the only one etcd
+/// accepts on the peer port (`--peer-cert-allowed-cn`).
+pub fn peer_common_name(cluster: &str) -> String {
+    format!("{cluster}{}", CLUSTER_COMMON_NAME_SUFFIXES[1])
+}
+
+/// The common name of the users' shared client certificate
+/// (`<cluster>-client-tls`).
+pub fn client_common_name(cluster: &str) -> String {
+    format!("{cluster}{}", CLUSTER_COMMON_NAME_SUFFIXES[2])
+}
+
+/// Whether `name` is a common name no application's certificate
+/// (`spec.tls.clientCertificates`) may carry in cluster `cluster`: one of
+/// the cluster's own certificates' (one named `<cluster>-peer` would be
+/// let onto the peer port as a member), the operator's, or etcd's
+/// superuser. The CRD refuses these names (`api::tls`); the operator
+/// issues none of them either.
+pub fn is_reserved_common_name(cluster: &str, name: &str) -> bool {
+    FIXED_RESERVED_COMMON_NAMES.contains(&name)
+        || CLUSTER_COMMON_NAME_SUFFIXES
+            .iter()
+            .any(|suffix| name.strip_suffix(suffix) == Some(cluster))
+}
+
 /// The PodDisruptionBudget of the members.
 pub fn pdb_name(cluster: &str) -> String {
     cluster.to_string()

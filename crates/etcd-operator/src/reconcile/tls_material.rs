@@ -25,7 +25,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
 use super::delete::delete_unless_gone;
-use crate::addressing::{MemberAddressing, ca_secret_name};
+use crate::addressing::{MemberAddressing, ca_secret_name, is_reserved_common_name};
 use crate::api::identity::CLUSTER_LABEL;
 use crate::api::{
     CA_ROTATED_FOR_ANNOTATION, CA_ROTATION_ASKED_FOR_ANNOTATION, CA_ROTATION_FOR_ANNOTATION,
@@ -294,14 +294,32 @@ pub(super) fn operator_tls(
     })
 }
 
-/// The names of `spec.tls.clientCertificates`, in spec order.
+/// The names of `spec.tls.clientCertificates` the operator issues, in
+/// spec order: every one but a reserved common name
+/// ([`is_reserved_common_name`]), which the CRD refuses but an object
+/// stored before that rule, or under an older CRD, may hold. Such a name
+/// is never issued (a certificate named `<cluster>-peer` would join the
+/// peer port), and a Secret issued for it earlier is deleted like that of
+/// a name removed from the spec.
 pub(super) fn named_client_certificates(cluster: &EtcdCluster) -> Vec<String> {
+    let cluster_name = cluster.name_any();
     cluster
         .spec
         .tls
         .iter()
         .flat_map(|tls| tls.client_certificates.iter())
         .map(|named| named.name.clone())
+        .filter(|name| {
+            let reserved = is_reserved_common_name(&cluster_name, name);
+            if reserved {
+                tracing::warn!(
+                    cluster = %cluster_name,
+                    name = %name,
+                    "not issuing a client certificate under a reserved common name"
+                );
+            }
+            !reserved
+        })
         .collect()
 }
 
@@ -735,6 +753,31 @@ mod tests {
         rotate(&mut annotations, "2027-01", false);
         assert!(records(&annotations).rotation_taken_for("2027-01"));
         assert!(!records(&annotations).rotation_taken_for("2026-12"));
+    }
+
+    /// A reserved name stored before admission refused it is never
+    /// issued; the others are, in spec order.
+    #[test]
+    fn no_client_certificate_is_issued_under_a_reserved_common_name() {
+        let mut cluster = EtcdCluster::new("main", crate::api::EtcdClusterSpec::default());
+        cluster.spec.tls = Some(crate::api::TlsSpec {
+            client_certificates: [
+                "app",
+                "main-peer",
+                "root",
+                "etcd-operator",
+                "main-server",
+                "main-client",
+                "other-peer",
+            ]
+            .into_iter()
+            .map(|name| crate::api::NamedClientCertificate {
+                name: name.to_string(),
+            })
+            .collect(),
+            ..crate::api::TlsSpec::default()
+        });
+        assert_eq!(named_client_certificates(&cluster), ["app", "other-peer"]);
     }
 
     #[test]

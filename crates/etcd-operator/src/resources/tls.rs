@@ -27,7 +27,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use crate::addressing::{
-    MemberAddressing, ca_secret_name, client_service_name, peer_service_name, tls_secret_name,
+    MemberAddressing, OPERATOR_COMMON_NAME, ca_secret_name, client_common_name,
+    client_service_name, peer_common_name, peer_service_name, server_common_name, tls_secret_name,
 };
 use crate::api::EtcdCluster;
 use crate::api::identity::{CLUSTER_LABEL, MANAGED_BY_LABEL, MANAGER};
@@ -149,7 +150,7 @@ pub fn certificate_names(addressing: &MemberAddressing, role: &TlsRole) -> Certi
                 "localhost".to_string(),
             ]);
             CertificateNames {
-                common_name: format!("{cluster}-server"),
+                common_name: server_common_name(cluster),
                 dns_names: dns,
                 ip_addresses: vec![
                     IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -158,17 +159,17 @@ pub fn certificate_names(addressing: &MemberAddressing, role: &TlsRole) -> Certi
             }
         }
         TlsRole::Peer => CertificateNames {
-            common_name: format!("{cluster}-peer"),
+            common_name: peer_common_name(cluster),
             dns_names: members,
             ip_addresses: Vec::new(),
         },
         TlsRole::Client => CertificateNames {
-            common_name: format!("{cluster}-client"),
+            common_name: client_common_name(cluster),
             dns_names: Vec::new(),
             ip_addresses: Vec::new(),
         },
         TlsRole::Operator => CertificateNames {
-            common_name: "etcd-operator".to_string(),
+            common_name: OPERATOR_COMMON_NAME.to_string(),
             dns_names: Vec::new(),
             ip_addresses: Vec::new(),
         },
@@ -260,7 +261,7 @@ pub fn etcd_tls_flags(cluster: &str) -> Vec<String> {
         format!("--peer-key-file={PEER_TLS_DIR}/{KEY_KEY}"),
         format!("--peer-trusted-ca-file={PEER_TLS_DIR}/{CA_KEY}"),
         "--peer-client-cert-auth=true".to_string(),
-        format!("--peer-cert-allowed-cn={cluster}-peer"),
+        format!("--peer-cert-allowed-cn={}", peer_common_name(cluster)),
         "--peer-skip-client-san-verification=true".to_string(),
         "--peer-auto-tls=false".to_string(),
     ]
@@ -360,6 +361,36 @@ mod tests {
             ]
         );
         assert_eq!(ca_secret_name("demo"), "demo-ca");
+    }
+
+    /// Every certificate the operator issues for itself carries a common
+    /// name that no application's certificate may take, the one the peer
+    /// port admits included; an application's name that is not reserved
+    /// keeps its own.
+    #[test]
+    fn the_operators_own_certificates_carry_reserved_common_names() {
+        use crate::addressing::{ETCD_ROOT_USER, is_reserved_common_name};
+        for role in TlsRole::ALL {
+            let name = certificate_names(&addressing(), &role).common_name;
+            assert!(is_reserved_common_name("demo", &name), "{role:?}: {name}");
+        }
+        let allowed = etcd_tls_flags("demo")
+            .into_iter()
+            .find_map(|f| f.strip_prefix("--peer-cert-allowed-cn=").map(str::to_owned))
+            .expect("the peer port admits one common name");
+        assert!(is_reserved_common_name("demo", &allowed));
+        assert!(is_reserved_common_name("demo", ETCD_ROOT_USER));
+        // Another cluster's names, and names that only look alike, are free.
+        for free in [
+            "apiserver",
+            "other-peer",
+            "demo-peers",
+            "demo",
+            "peer",
+            "demo-peer-x",
+        ] {
+            assert!(!is_reserved_common_name("demo", free), "{free}");
+        }
     }
 
     fn has_flag(flags: &[String], flag: &str) -> bool {
