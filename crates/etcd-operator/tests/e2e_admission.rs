@@ -330,6 +330,12 @@ fn cluster(fields: Value) -> Value {
     spec
 }
 
+/// A TLS cluster with client certificates of these names.
+fn clients(names: &[&str]) -> Value {
+    let certificates: Vec<Value> = names.iter().map(|name| json!({ "name": name })).collect();
+    cluster(json!({ "tls": { "builtIn": {}, "clientCertificates": certificates } }))
+}
+
 fn from_backup(source: Value) -> Value {
     let mut fields = json!({ "destination": s3() });
     merge(&mut fields, source);
@@ -372,6 +378,34 @@ fn catalogue() -> Vec<Invalid> {
             Cluster,
             cluster(json!({ "tls": { "certManager": cert_manager, "disabled": true } })),
             "tls.certManager issues TLS certificates: it cannot go with tls.disabled",
+        ),
+        // EtcdCluster: an application's certificate never takes a common
+        // name of the cluster's own (`<cluster>-peer` would join the peer
+        // port), the operator's or etcd's superuser.
+        invalid(
+            Cluster,
+            clients(&["app", "main-peer"]),
+            "the names <cluster>-server, <cluster>-peer, <cluster>-client, etcd-operator and root are reserved",
+        ),
+        invalid(
+            Cluster,
+            clients(&["main-server"]),
+            "the names <cluster>-server, <cluster>-peer, <cluster>-client, etcd-operator and root are reserved",
+        ),
+        invalid(
+            Cluster,
+            clients(&["main-client"]),
+            "the names <cluster>-server, <cluster>-peer, <cluster>-client, etcd-operator and root are reserved",
+        ),
+        invalid(
+            Cluster,
+            clients(&["etcd-operator"]),
+            "the names <cluster>-server, <cluster>-peer, <cluster>-client, etcd-operator and root are reserved",
+        ),
+        invalid(
+            Cluster,
+            clients(&["root"]),
+            "the names <cluster>-server, <cluster>-peer, <cluster>-client, etcd-operator and root are reserved",
         ),
         // EtcdCluster: the NetworkPolicy's peers.
         invalid(
@@ -912,6 +946,13 @@ fn accepted() -> Vec<(Kind, String, Value)> {
             "secure".into(),
             cluster(json!({ "tls": { "builtIn": {} } })),
         ),
+        // Another cluster's reserved names, and names that only look like
+        // this one's, are an application's to take.
+        (
+            Cluster,
+            "apps".into(),
+            clients(&["app", "main-peer", "apps-peers", "peer", "apps", "operator"]),
+        ),
         (
             Cluster,
             "issued".into(),
@@ -1157,6 +1198,22 @@ fn transitions() -> Vec<Transition> {
                 json!({ "tls": { "certManager": { "issuerRef": { "name": "etcd-ca" } } } }),
             ),
             change: json!({ "tls": { "clientCertificates": [{ "name": "app" }] } }),
+            message: None,
+        },
+        // A reserved name added to a running cluster is refused as at
+        // creation; another name is accepted.
+        Transition {
+            kind: Cluster,
+            name: "clients",
+            spec: clients(&["app"]),
+            change: json!({ "tls": { "clientCertificates": [{ "name": "app" }, { "name": "clients-peer" }] } }),
+            message: Some("<cluster>-peer, <cluster>-client, etcd-operator and root are reserved"),
+        },
+        Transition {
+            kind: Cluster,
+            name: "clients",
+            spec: clients(&["app"]),
+            change: json!({ "tls": { "clientCertificates": [{ "name": "app" }, { "name": "reports" }] } }),
             message: None,
         },
         Transition {

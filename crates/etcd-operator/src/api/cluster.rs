@@ -84,6 +84,7 @@ use super::{
     ),
     validation = rules::cluster_name_length("self.metadata.name", "metadata.name"),
     validation = rules::cluster_name_shape("self.metadata.name", "metadata.name"),
+    validation = super::tls::reserved_client_certificate_names(),
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = rules::rule("has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)", "spec.bootstrap is set at creation only: it cannot be added, changed or removed later"))]

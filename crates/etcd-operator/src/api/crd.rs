@@ -208,6 +208,32 @@ mod tests {
         );
     }
 
+    /// The rule keeping applications' certificates off the operator's own
+    /// common names sits at the root, the only place that sees the
+    /// cluster's name, and lists every reserved name the operator knows
+    /// (`addressing::is_reserved_common_name`). The API server's judgement
+    /// of it is `tests/e2e_admission.rs`.
+    #[test]
+    fn the_reserved_client_certificate_names_are_checked_at_the_root() {
+        use crate::addressing::{CLUSTER_COMMON_NAME_SUFFIXES, FIXED_RESERVED_COMMON_NAMES};
+        let crd = serde_json::to_value(crd()).expect("crd serialises");
+        let root = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let root_rules = rules(root);
+        let rule = root_rules
+            .iter()
+            .find(|r| r.contains("self.spec.tls.clientCertificates"))
+            .expect("a root rule on spec.tls.clientCertificates");
+        for name in FIXED_RESERVED_COMMON_NAMES {
+            assert!(rule.contains(&format!("'{name}'")), "{name}: {rule}");
+        }
+        for suffix in CLUSTER_COMMON_NAME_SUFFIXES {
+            assert!(
+                rule.contains(&format!("self.metadata.name + '{suffix}'")),
+                "{suffix}: {rule}"
+            );
+        }
+    }
+
     #[test]
     fn every_spec_and_status_field_is_documented() {
         let crd = serde_json::to_value(crd()).expect("crd serialises");

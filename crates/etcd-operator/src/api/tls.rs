@@ -3,6 +3,8 @@
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::addressing::{CLUSTER_COMMON_NAME_SUFFIXES, FIXED_RESERVED_COMMON_NAMES};
+
 /// `EtcdCluster` annotation asking for every certificate of a TLS cluster
 /// to be issued again now (after a key may have leaked, or to test
 /// renewal): a new value is a new request; `status.tls.renewedFor` names
@@ -101,6 +103,50 @@ pub struct TlsSpec {
     pub client_certificates: Vec<NamedClientCertificate>,
 }
 
+/// The admission rule of the `EtcdCluster` root (where the cluster's name
+/// is seen) that keeps `spec.tls.clientCertificates` off the common names
+/// the operator uses for itself ([`is_reserved_common_name`]): an
+/// application's certificate named `<cluster>-peer` would be let onto the
+/// peer port as a member, one named like the operator's or `root` would
+/// act as them once etcd authentication is on. A list stored before this
+/// rule is kept while unchanged, so that such an object can still be
+/// updated otherwise (its status written); the operator issues no
+/// certificate under a reserved name. (The stored list is compared whole:
+/// looking each name up in `oldSelf` costs more than the API server lets
+/// a rule cost.)
+///
+/// [`is_reserved_common_name`]: crate::addressing::is_reserved_common_name
+pub fn reserved_client_certificate_names() -> kube::core::Rule {
+    let reserved: Vec<String> = FIXED_RESERVED_COMMON_NAMES
+        .iter()
+        .map(|name| format!("'{name}'"))
+        .chain(
+            CLUSTER_COMMON_NAME_SUFFIXES
+                .iter()
+                .map(|suffix| format!("self.metadata.name + '{suffix}'")),
+        )
+        .collect();
+    let mut shown: Vec<String> = CLUSTER_COMMON_NAME_SUFFIXES
+        .iter()
+        .map(|s| format!("<cluster>{s}"))
+        .chain(FIXED_RESERVED_COMMON_NAMES.iter().map(|n| n.to_string()))
+        .collect();
+    let last = shown.pop().unwrap_or_default();
+    super::rules::rule(
+        format!(
+            "!has(self.spec.tls) || !has(self.spec.tls.clientCertificates) \
+             || self.spec.tls.clientCertificates.all(c, !(c.name in [{}])) \
+             || (oldSelf.hasValue() && has(oldSelf.value().spec.tls) && has(oldSelf.value().spec.tls.clientCertificates) && oldSelf.value().spec.tls.clientCertificates == self.spec.tls.clientCertificates)",
+            reserved.join(", ")
+        ),
+        format!(
+            "spec.tls.clientCertificates: the names {} and {last} are reserved: they are the common names of the members' and the operator's own certificates and of etcd's superuser (a certificate named <cluster>-peer would be accepted on the peer port as a member)",
+            shown.join(", ")
+        ),
+    )
+    .optional_old_self(true)
+}
+
 /// cert-manager as the issuer of a cluster's certificates
 /// (`spec.tls.certManager`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -158,7 +204,10 @@ impl IssuerKind {
 #[serde(rename_all = "camelCase")]
 pub struct NamedClientCertificate {
     /// The application's name: its Secret is `<cluster>-client-<name>-tls`
-    /// and its certificate's common name is this name.
+    /// and its certificate's common name is this name. Reserved:
+    /// `<cluster>-server`, `<cluster>-peer`, `<cluster>-client`,
+    /// `etcd-operator` and `root`, the common names of the cluster's and
+    /// the operator's own certificates and etcd's superuser.
     #[schemars(length(min = 1, max = 40))]
     #[x_kube(validation = super::rules::rule(format!("self.matches('{}')", super::rules::DNS1123_LABEL), "a client certificate's name must be lower-case letters, digits and '-', starting and ending with a letter or digit"))]
     pub name: String,
