@@ -77,7 +77,9 @@ pub const TEMPLATE_HASH_ANNOTATION: &str = "durable-etcd.io/pod-template-hash";
 /// 2: the `volume-usage` sidecar.
 /// 3: a startup probe (`/livez` every second), after which the kubelet
 /// probes readiness at once.
-const POD_SHAPE: u32 = 3;
+/// 4: etcd's corruption checks (`InitialCorruptCheck`, `CompactHashCheck`,
+/// `--corrupt-check-time`).
+const POD_SHAPE: u32 = 4;
 
 /// The hash of the Pod template a spec asks for: 16 hex digits over the etcd
 /// version, the etcd tuning (with the quota the Pods run with, so a quota

@@ -89,13 +89,13 @@ mod tests {
             ..spec.clone()
         };
         assert_ne!(template_hash(&explicit, Transport::Plaintext, None), hash);
-        // The hash of a default spec, changed last by `POD_SHAPE` 3 (the
-        // startup probe). If this changes, every member of every existing
+        // The hash of a default spec, changed last by `POD_SHAPE` 4 (the
+        // corruption checks). If this changes, every member of every existing
         // cluster is restarted, one at a time, when the operator is
         // upgraded: make sure that is meant (a new `POD_SHAPE`), then
         // update it here.
         assert_eq!(
-            hash, "f1a8db9d87004fce",
+            hash, "86187f6bd83a428a",
             "the Pod template hash of a default spec"
         );
     }

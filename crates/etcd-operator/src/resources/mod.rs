@@ -17,8 +17,9 @@ mod tests;
 pub use crate::addressing::MemberAddressing;
 pub use labels::{member_labels, selector_labels};
 pub use objects::{
-    DATA_DIR, DATA_MOUNT, ETCD_CONTAINER, ETCD_USER, MemberPodFacts, VOLUME_USAGE_CONTAINER,
-    client_service, container_security_context, etcd_args, guard_args, identity_annotations,
-    member_pod, member_pod_with, pdb, peer_service, pod_security_context, pvc,
+    CORRUPT_CHECK_INTERVAL, DATA_DIR, DATA_MOUNT, ETCD_CONTAINER, ETCD_USER, MemberPodFacts,
+    VOLUME_USAGE_CONTAINER, client_service, container_security_context, etcd_args,
+    feature_and_corruption_check_flags, guard_args, identity_annotations, member_pod,
+    member_pod_with, pdb, peer_service, pod_security_context, pvc,
 };
 pub use scheduling::{PlacementFacts, VolumeLocality};

@@ -172,6 +172,52 @@ pub fn identity_annotations(identity: &MemberIdentity) -> BTreeMap<String, Strin
     annotations
 }
 
+/// etcd's feature gates, in the one `--feature-gates` flag every member
+/// gets (3.6 and 3.7 take the same names):
+/// - `StopGRPCServiceOnDefrag`: while a member defragments, its gRPC health
+///   service says NOT_SERVING, so clients that check it go to another
+///   member;
+/// - `InitialCorruptCheck`: a member that restarts on its data compares the
+///   hash of its keyspace with its peers' at its revision before it serves
+///   anything, and exits ("found data inconsistency with peers") when they
+///   differ;
+/// - `CompactHashCheck`: every member hashes the keys it keeps when it
+///   compacts; the leader compares those hashes with the followers' every
+///   [`COMPACT_HASH_CHECK_INTERVAL`] and raises CORRUPT naming the members
+///   that differ from a majority.
+const FEATURE_GATES: &str =
+    "StopGRPCServiceOnDefrag=true,InitialCorruptCheck=true,CompactHashCheck=true";
+
+/// How often the leader compares the hashes the members computed at their
+/// last compactions (`--compact-hash-check-time`, etcd's default). Nearly
+/// free: the hash is computed by the compaction's own read of the keyspace,
+/// and auto-compaction runs every few minutes on a cluster that takes
+/// writes, so damage to live data is found within minutes.
+pub const COMPACT_HASH_CHECK_INTERVAL: &str = "1m";
+
+/// How often the leader hashes its whole keyspace at its current revision
+/// and compares it with every follower's (`--corrupt-check-time`). Costly:
+/// each member reads every key-value it holds while it keeps its backend's
+/// read lock, which holds back the commit of writes for as long as the scan
+/// takes (seconds per GiB). The compaction hashes above catch damage on a
+/// cluster that takes writes; this is the backstop for one that is idle
+/// (no compaction, so no compaction hash). etcd's guide recommends "a
+/// couple of hours"; four hours is six full scans a day, and damage on an
+/// idle cluster is still found within a working day.
+pub const CORRUPT_CHECK_INTERVAL: &str = "4h";
+
+/// The flags that turn on etcd's corruption checks (with the other feature
+/// gates, which share their flag): the initial check when a member restarts,
+/// the compaction hash check and the periodic full check. Every member gets
+/// them through [`etcd_args`].
+pub fn feature_and_corruption_check_flags() -> Vec<String> {
+    vec![
+        format!("--feature-gates={FEATURE_GATES}"),
+        format!("--compact-hash-check-time={COMPACT_HASH_CHECK_INTERVAL}"),
+        format!("--corrupt-check-time={CORRUPT_CHECK_INTERVAL}"),
+    ]
+}
+
 /// The etcd command line of a member.
 pub fn etcd_args(
     cluster: &EtcdCluster,
@@ -224,10 +270,8 @@ pub fn etcd_args(
         format!("--heartbeat-interval={}", tuning.heartbeat_interval_ms),
         format!("--election-timeout={}", tuning.election_timeout_ms),
         "--strict-reconfig-check=true".to_string(),
-        // While a member defragments, its gRPC health service says
-        // NOT_SERVING, so clients that check it go to another member.
-        "--feature-gates=StopGRPCServiceOnDefrag=true".to_string(),
     ];
+    args.extend(feature_and_corruption_check_flags());
     if transport.serves_tls() {
         args.extend(super::tls::etcd_tls_flags(&addressing.cluster));
     }

@@ -477,3 +477,38 @@ fn volume_usage_arguments_are_understood_by_the_sidecar() {
     assert_eq!(args.data_dir, std::path::Path::new(DATA_DIR));
     assert_eq!(args.listen.port(), crate::pod_contract::VOLUME_USAGE_PORT);
 }
+
+/// Every member runs etcd's three corruption checks, with flag names both
+/// supported releases take, and the defrag gate in the same (single)
+/// `--feature-gates` flag.
+#[test]
+fn members_run_the_corruption_checks() {
+    let bootstrap = Bootstrap::Existing {
+        token: "t".to_string(),
+        initial_members: vec![0, 1, 2],
+    };
+    let args = etcd_args(
+        &cluster(),
+        &MemberAddressing::new("demo", "prod"),
+        1,
+        &bootstrap,
+    );
+    let gates: Vec<&String> = args
+        .iter()
+        .filter(|a| a.starts_with("--feature-gates="))
+        .collect();
+    assert_eq!(
+        gates,
+        [&"--feature-gates=StopGRPCServiceOnDefrag=true,InitialCorruptCheck=true,CompactHashCheck=true".to_string()],
+        "one --feature-gates flag with every gate"
+    );
+    assert!(args.contains(&"--corrupt-check-time=4h".to_string()));
+    assert!(args.contains(&"--compact-hash-check-time=1m".to_string()));
+    assert!(
+        !args.iter().any(|a| a.starts_with("--experimental-")),
+        "3.7 no longer takes the 3.5-era experimental names: {args:?}"
+    );
+    for flag in feature_and_corruption_check_flags() {
+        assert!(args.contains(&flag), "{flag} missing from {args:?}");
+    }
+}
