@@ -1,6 +1,7 @@
 //! The etcd layer against real etcd processes on loopback: membership,
 //! learners, status, health, endpoint selection through outages, quorum
-//! loss and leadership transfer. No mocks.
+//! loss, leadership transfer and damaged data found by etcd's corruption
+//! checks. No mocks.
 //!
 //! The etcd binary is the pinned build of `tools/build-upstream.sh`
 //! (`$ETCD_LAB_CACHE/upstream/etcd-3.6-<hash>/etcd`); `ETCD_BIN` overrides.
@@ -9,7 +10,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use etcd_operator::etcd::{
-    ConnectSettings, ErrorCategory, EtcdAdmin, EtcdError, MemberHealth, ObservedEtcd, observe,
+    Alarm, AlarmKind, ConnectSettings, ErrorCategory, EtcdAdmin, EtcdError, MemberHealth,
+    ObservedEtcd, observe, parse_alarms,
 };
 use nix::sys::signal::Signal;
 use test_kit::etcd_process::{EtcdProcess, LocalCluster, READY_TIMEOUT, initial_cluster};
@@ -572,5 +574,214 @@ async fn raft_log_advances_without_touching_the_keyspace() -> TestResult {
     );
     // No key written: the key-value revision is unchanged.
     assert_eq!(after.revision, before.revision);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Damaged data (rule 15): etcd's own corruption checks, with exactly the
+// flags every member Pod gets.
+
+/// The byte every value written by [`write_values`] is made of, so the
+/// values can be found in a member's `member/snap/db`.
+const VALUE_BYTE: u8 = b'Z';
+/// Each value spans several bbolt pages (4 KiB).
+const VALUE_LEN: usize = 32 * 1024;
+
+/// The flags of [`etcd_operator::resources::feature_and_corruption_check_flags`],
+/// as every member's `etcd_args` carries them.
+fn corruption_check_flags() -> Vec<String> {
+    etcd_operator::resources::feature_and_corruption_check_flags()
+}
+
+/// Starts three members with the corruption-check flags of the member Pods.
+async fn start_checked_cluster() -> LocalCluster {
+    let flags = corruption_check_flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    start_cluster_with(3, &flags).await
+}
+
+/// Writes `count` keys of [`VALUE_LEN`] bytes of [`VALUE_BYTE`].
+async fn write_values(cluster: &LocalCluster, count: usize) -> TestResult {
+    let mut client = cluster.client().await;
+    for i in 0..count {
+        client
+            .put(format!("value-{i:04}"), vec![VALUE_BYTE; VALUE_LEN], None)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The index of a member that is not the leader.
+async fn a_follower(cluster: &LocalCluster) -> Result<usize, Box<dyn std::error::Error>> {
+    let leader = cluster.admin().find_leader().await?;
+    Ok(cluster
+        .members
+        .iter()
+        .position(|m| m.client_url != leader.endpoint)
+        .ok_or("no follower")?)
+}
+
+/// The offsets of the middle of every page-long (4 KiB) run of
+/// [`VALUE_BYTE`] in a member's database file: inside the values' pages,
+/// away from bbolt's meta, branch pages and page headers.
+fn value_middles(data_dir: &std::path::Path) -> std::io::Result<Vec<u64>> {
+    let bytes = std::fs::read(data_dir.join("member/snap/db"))?;
+    let mut middles = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let run = bytes[at..].iter().take_while(|b| **b == VALUE_BYTE).count();
+        if run >= 4096 {
+            middles.push((at + run / 2) as u64);
+        }
+        at += run.max(1);
+    }
+    Ok(middles)
+}
+
+/// Damages the values in a member's database file as a failing disk
+/// would, the way `etcd-lab volume corrupt` inverts bytes of it: one byte
+/// inverted in the middle of every value run ([`value_middles`]), so the
+/// file still opens and only the values differ. Written in place, at the
+/// bytes' offsets, as a running member's memory map of the file sees it.
+/// Returns how many bytes were inverted.
+fn damage_values(data_dir: &std::path::Path) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let middles = value_middles(data_dir)?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(data_dir.join("member/snap/db"))?;
+    for middle in &middles {
+        file.write_at(&[!VALUE_BYTE], *middle)?;
+    }
+    file.sync_all()?;
+    Ok(middles.len())
+}
+
+/// A follower that restarts on a database whose values were damaged while
+/// it was stopped is refused by etcd's initial corruption check: it
+/// compares its keyspace hash with its peers' at its revision and exits
+/// before it serves anything. The operator sees it unreachable, the two
+/// others keep quorum and no alarm is raised (the member never joined).
+/// Without `InitialCorruptCheck` the member starts and serves its damaged
+/// values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_restarted_on_damaged_values_refuses_to_start() -> TestResult {
+    let mut cluster = start_checked_cluster().await;
+    write_values(&cluster, 64).await?;
+    let follower = a_follower(&cluster).await?;
+    let name = cluster.members[follower].name.clone();
+
+    cluster.members[follower]
+        .stop(Duration::from_secs(30))
+        .await?;
+    let inverted = damage_values(&cluster.members[follower].data_dir)?;
+    assert!(inverted >= 64, "only {inverted} value runs found in the db");
+    let initial = initial_cluster(cluster.members.iter());
+    let token = cluster.token.clone();
+    cluster.members[follower].start(&initial, "existing", &token)?;
+
+    eventually("the damaged member exits", READY_TIMEOUT, || {
+        let exited = cluster.members[follower].has_exited();
+        async move { if exited { Ok(()) } else { Err("still runs") } }
+    })
+    .await
+    .map_err(|e| format!("{e}\n{}", cluster.logs()))?;
+    let log = std::fs::read_to_string(&cluster.members[follower].log)?;
+    assert!(
+        log.contains("found data inconsistency with peers"),
+        "{}",
+        cluster.members[follower].log_tail()
+    );
+
+    let observed = observe_until(&cluster.endpoints(), "the damaged member is down", |o| {
+        o.member_named(&name)
+            .is_some_and(|m| matches!(m.health, MemberHealth::Unreachable(_)))
+    })
+    .await?;
+    assert!(observed.quorum_reachable, "{:?}", observed.quorum_error);
+    assert_eq!(observed.healthy_voters(), 2);
+    for (_, status) in cluster.admin().statuses().await {
+        if let Ok(status) = status {
+            assert!(parse_alarms(&status.errors).is_empty(), "{status:?}");
+        }
+    }
+    Ok(())
+}
+
+/// Values damaged under a running follower (its memory map sees the file's
+/// bytes) are found by etcd's compaction hash check: the next compaction
+/// hashes the damaged values on the follower, the leader compares the
+/// hashes within `--compact-hash-check-time` and raises CORRUPT naming the
+/// follower, which the operator reads from every member's status (and
+/// every member then reports itself unhealthy). Without `CompactHashCheck`
+/// no alarm is ever raised.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_damaged_under_a_running_follower_raise_corrupt_naming_it() -> TestResult {
+    let cluster = start_checked_cluster().await;
+    write_values(&cluster, 64).await?;
+    let admin = cluster.admin();
+    let follower = a_follower(&cluster).await?;
+    let follower_id = admin
+        .status(&cluster.members[follower].client_url)
+        .await?
+        .member_id;
+    // bbolt commits every 100 ms: the values are in the file after that.
+    let data_dir = cluster.members[follower].data_dir.clone();
+    eventually("the values are in the follower's db", READY_TIMEOUT, || {
+        let found = value_middles(&data_dir).map_err(|e| e.to_string());
+        async move {
+            match found {
+                Ok(middles) if middles.len() >= 64 => Ok(()),
+                Ok(middles) => Err(format!("{} value runs", middles.len())),
+                Err(e) => Err(e),
+            }
+        }
+    })
+    .await?;
+    let inverted = damage_values(&data_dir)?;
+    assert!(inverted >= 64, "only {inverted} value runs found in the db");
+
+    // A compaction, as auto-compaction does every few minutes.
+    let mut client = cluster.client().await;
+    let revision = client
+        .put("after-the-damage", "x", None)
+        .await?
+        .header()
+        .ok_or("no header")?
+        .revision();
+    admin.compact(revision).await?;
+
+    // The leader compares compaction hashes every minute.
+    let alarmed = eventually(
+        "CORRUPT naming the damaged follower",
+        Duration::from_secs(150),
+        || async {
+            for (endpoint, status) in admin.statuses().await {
+                let status = status.map_err(|e| format!("{endpoint}: {e}"))?;
+                let alarms = parse_alarms(&status.errors);
+                if alarms.iter().any(|a| a.kind == AlarmKind::Corrupt) {
+                    return Ok(alarms);
+                }
+            }
+            Err("no CORRUPT alarm".to_string())
+        },
+    )
+    .await
+    .map_err(|e| format!("{e}\n{}", cluster.logs()))?;
+    assert_eq!(
+        alarmed,
+        [Alarm {
+            member_id: follower_id,
+            kind: AlarmKind::Corrupt
+        }],
+        "CORRUPT names the damaged follower, and only it"
+    );
+    for member in &cluster.members {
+        assert!(
+            matches!(admin.local_health(&member.client_url).await, MemberHealth::Unhealthy(ref why) if why.contains("alarm:CORRUPT")),
+            "{} is not reported unhealthy",
+            member.name
+        );
+    }
     Ok(())
 }
