@@ -486,6 +486,7 @@ fn members_run_the_corruption_checks() {
     let bootstrap = Bootstrap::Existing {
         token: "t".to_string(),
         initial_members: vec![0, 1, 2],
+        peer_urls: Default::default(),
     };
     let args = etcd_args(
         &cluster(),
