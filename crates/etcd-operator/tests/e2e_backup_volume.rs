@@ -126,6 +126,52 @@ async fn incremental(h: &Harness) -> TestResult<IncrementalBackupStatus> {
     )
 }
 
+/// A claim not labelled for backups (an application's data) is refused
+/// with the reason: no store is made for it, nothing mounts it.
+async fn an_unmarked_claim_is_refused_and_left_alone(h: &Harness) -> TestResult {
+    const APP_CLAIM: &str = "app-data";
+    h.create_claim_labelled(APP_CLAIM, json!({ "app": "shop" }))
+        .await?;
+    h.create_backup_to_claim("to-app-data", SOURCE, APP_CLAIM, None)
+        .await?;
+    let backups: Api<etcd_operator::api::EtcdBackup> =
+        Api::namespaced(h.client.clone(), &h.namespace);
+    wait_for(
+        "the backup to an unmarked claim to be refused",
+        Duration::from_secs(60),
+        || async {
+            let status = backups.get("to-app-data").await?.status.unwrap_or_default();
+            if let Some(error) = &status.error {
+                eprintln!("backup to {APP_CLAIM}: {error}");
+            }
+            Ok(status
+                .error
+                .is_some_and(|e| e.contains("not marked for backups")))
+        },
+    )
+    .await?;
+    let store_pods = h
+        .pods
+        .list(&ListParams::default().labels(&format!("durable-etcd.io/backup-claim={APP_CLAIM}")))
+        .await?
+        .items;
+    if !store_pods.is_empty() {
+        return Err(format!("a store Pod mounts {APP_CLAIM}: {}", store_pods.len()).into());
+    }
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.namespace);
+    if secrets
+        .get_opt(&store_secret_name(APP_CLAIM))
+        .await?
+        .is_some()
+    {
+        return Err(format!("a store Secret was made for {APP_CLAIM}").into());
+    }
+    backups
+        .delete("to-app-data", &DeleteParams::default())
+        .await?;
+    Ok(())
+}
+
 async fn scenario(h: &mut Harness) -> TestResult {
     h.create_claim(CLAIM).await?;
     h.create_available(
@@ -134,6 +180,7 @@ async fn scenario(h: &mut Harness) -> TestResult {
         Duration::from_secs(180),
     )
     .await?;
+    an_unmarked_claim_is_refused_and_left_alone(h).await?;
     let mut client = etcd_at(
         h.member_ips(SOURCE)
             .await?

@@ -152,12 +152,27 @@ fn default_encryption_key() -> String {
     DEFAULT_ENCRYPTION_KEY.to_string()
 }
 
+/// The label a PersistentVolumeClaim carries (value `"true"`) when its owner
+/// made it for backups: the operator keeps backups only on such a claim,
+/// since its store Pod mounts the claim read-write and owns its files.
+pub const BACKUP_CLAIM_MARKER_LABEL: &str = "durable-etcd.io/backup-store";
+
+/// Whether a claim's labels mark it for backups ([`BACKUP_CLAIM_MARKER_LABEL`]).
+pub fn claim_marked_for_backups(labels: &std::collections::BTreeMap<String, String>) -> bool {
+    labels
+        .get(BACKUP_CLAIM_MARKER_LABEL)
+        .is_some_and(|v| v == "true")
+}
+
 /// A PersistentVolumeClaim the backups are kept on.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeClaimDestination {
-    /// Name of the claim, in the backup's namespace. It must exist; it may
-    /// be `ReadWriteOnce` (only the store Pod mounts it).
+    /// Name of the claim, in the backup's namespace. It must exist and
+    /// carry the label `durable-etcd.io/backup-store: "true"` (a claim made
+    /// for backups: the store Pod mounts it read-write and owns its files;
+    /// any other claim is refused); it may be `ReadWriteOnce` (only the
+    /// store Pod mounts it).
     #[schemars(length(min = 1, max = 253))]
     #[x_kube(validation = rules::subdomain("persistentVolumeClaim.claimName"))]
     pub claim_name: String,

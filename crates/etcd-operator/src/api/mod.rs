@@ -28,9 +28,9 @@ pub mod tuning;
 pub mod version;
 
 pub use backup::{
-    AzureDestination, BackupDestination, BackupEncryption, BackupPhase, DEFAULT_ENCRYPTION_KEY,
-    EtcdBackup, EtcdBackupSpec, EtcdBackupStatus, GcsDestination, LocalDestination, S3Destination,
-    VolumeClaimDestination,
+    AzureDestination, BACKUP_CLAIM_MARKER_LABEL, BackupDestination, BackupEncryption, BackupPhase,
+    DEFAULT_ENCRYPTION_KEY, EtcdBackup, EtcdBackupSpec, EtcdBackupStatus, GcsDestination,
+    LocalDestination, S3Destination, VolumeClaimDestination, claim_marked_for_backups,
 };
 pub use backup_schedule::{
     BackupRetention, EtcdBackupSchedule, EtcdBackupScheduleSpec, EtcdBackupScheduleStatus,

@@ -8,9 +8,10 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 
 use super::{BackupError, Credentials, keys};
+use crate::api::{BACKUP_CLAIM_MARKER_LABEL, claim_marked_for_backups};
 use crate::controller_kit::member_endpoints::client_url;
 use crate::pod_contract::backup_store::{
     STORE_PORT, TOKEN_KEY, store_secret_name, store_service_url,
@@ -64,6 +65,11 @@ pub async fn ensure_store(
                 "PersistentVolumeClaim {namespace}/{claim_name} does not exist"
             ))
         })?;
+    if !claim_marked_for_backups(claim.labels()) {
+        return Err(BackupError::Destination(unmarked_claim(
+            namespace, claim_name,
+        )));
+    }
     let token = ensure_secret(client, namespace, &claim, settings).await?;
     let apply = PatchParams::apply(FIELD_MANAGER).force();
     let services: Api<Service> = Api::namespaced(client.clone(), namespace);
@@ -84,6 +90,14 @@ pub async fn ensure_store(
         (keys::STORE_TOKEN.to_string(), token),
         (keys::STORE_ENDPOINT.to_string(), endpoint),
     ]))
+}
+
+/// Why a claim without the backup label is refused (nothing is mounted,
+/// written or changed on it).
+fn unmarked_claim(namespace: &str, claim_name: &str) -> String {
+    format!(
+        "PersistentVolumeClaim {namespace}/{claim_name} is not marked for backups: the backup store mounts its claim read-write and owns its files, so it only takes a claim labelled {BACKUP_CLAIM_MARKER_LABEL}=true (kubectl label pvc {claim_name} -n {namespace} {BACKUP_CLAIM_MARKER_LABEL}=true)"
+    )
 }
 
 /// The store's token, from its Secret, created with a new random token
@@ -179,4 +193,26 @@ fn random_token() -> Result<String, BackupError> {
     getrandom::fill(&mut bytes)
         .map_err(|e| BackupError::StoreNotReady(format!("draw a random token: {e}")))?;
     Ok(hex::encode(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// Only a claim its owner labelled for backups is taken; any other
+    /// claim (an application's data, another cluster's volume) is refused
+    /// with what to do.
+    #[test]
+    fn only_a_claim_labelled_for_backups_is_taken() {
+        let marked = BTreeMap::from([(BACKUP_CLAIM_MARKER_LABEL.to_string(), "true".to_string())]);
+        assert!(claim_marked_for_backups(&marked));
+        let other = BTreeMap::from([(BACKUP_CLAIM_MARKER_LABEL.to_string(), "false".to_string())]);
+        assert!(!claim_marked_for_backups(&other));
+        assert!(!claim_marked_for_backups(&BTreeMap::new()));
+        let why = unmarked_claim("prod", "app-data");
+        assert!(why.contains("prod/app-data"), "{why}");
+        assert!(why.contains("durable-etcd.io/backup-store=true"), "{why}");
+    }
 }

@@ -282,8 +282,18 @@ impl Harness {
     }
 
     /// Creates a 1Gi `ReadWriteOnce` PersistentVolumeClaim `name` on the
-    /// lab's network volumes (a backup destination).
+    /// lab's network volumes, labelled for backups (a backup destination).
     pub async fn create_claim(&self, name: &str) -> TestResult {
+        self.create_claim_labelled(
+            name,
+            json!({ etcd_operator::api::BACKUP_CLAIM_MARKER_LABEL: "true" }),
+        )
+        .await
+    }
+
+    /// Creates a 1Gi `ReadWriteOnce` PersistentVolumeClaim `name` on the
+    /// lab's network volumes with `labels`.
+    pub async fn create_claim_labelled(&self, name: &str, labels: Value) -> TestResult {
         let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
             Api::namespaced(self.client.clone(), &self.namespace);
         claims
@@ -292,7 +302,7 @@ impl Harness {
                 &serde_json::from_value(json!({
                     "apiVersion": "v1",
                     "kind": "PersistentVolumeClaim",
-                    "metadata": { "name": name },
+                    "metadata": { "name": name, "labels": labels },
                     "spec": {
                         "accessModes": ["ReadWriteOnce"],
                         "storageClassName": "lab-network",
