@@ -28,7 +28,20 @@ pub fn data_gone(
     if let Some(refusal) = objects.pod.as_ref().and_then(|p| p.guard_refusal.as_ref()) {
         return Some(format!("member-guard refused: {}", refusal.describe()));
     }
+    // Damaged data is kept until a person lets it go (rule 15).
+    if let Some(damage) = damaged_data(objects)
+        && pvc.released
+    {
+        return Some(format!(
+            "its data is damaged ({damage}) and a person released its volume"
+        ));
+    }
     None
+}
+
+/// What etcd said of the damaged data of an ordinal's member, if it did.
+pub fn damaged_data(objects: &OrdinalObjects) -> Option<&str> {
+    objects.pod.as_ref()?.damaged_data.as_deref()
 }
 
 /// The volume of an ordinal is node-local on a Node that is deleted. Alone

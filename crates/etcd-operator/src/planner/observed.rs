@@ -255,6 +255,10 @@ pub struct PodState {
     /// recorded as applied (`durable-etcd.io/template-metadata`); `None`
     /// when nothing is recorded.
     pub template_metadata: Option<TemplateMetadata>,
+    /// etcd refused to serve this member's data because it differs from its
+    /// peers' (etcd's initial corruption check), in etcd's words: the data
+    /// is damaged but present (rule 15).
+    pub damaged_data: Option<String>,
 }
 
 /// The labels and annotations of `spec.pod` on a Pod.

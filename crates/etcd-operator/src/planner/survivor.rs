@@ -119,6 +119,21 @@ pub fn survivor_readings(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> V
         .collect()
 }
 
+/// The members whose data etcd found damaged: named by a CORRUPT alarm, or
+/// refused at their start by etcd's initial corruption check.
+fn damaged_members(cx: &Context<'_>) -> Vec<u64> {
+    let alarmed = cx
+        .alarms
+        .iter()
+        .filter(|a| a.kind == crate::etcd::AlarmKind::Corrupt)
+        .map(|a| a.member_id);
+    let refused = cx.membership.members.iter().filter_map(|m| {
+        let objects = cx.o.objects(m.ordinal?);
+        super::evidence::damaged_data(&objects).map(|_| m.id)
+    });
+    alarmed.chain(refused).collect()
+}
+
 /// Rule 11: the newest survivor is the one with the highest committed raft
 /// index (then revision) among *all* voters whose data was not lost; while
 /// one of them cannot be read, the newest is unknown. What status recorded
@@ -130,6 +145,13 @@ pub fn choose_survivor(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> Sur
             .max_by_key(|s| (s.raft_index, s.revision, std::cmp::Reverse(s.ordinal)))
             .map(|s| (*s).clone())
     };
+    // Rule 15: data etcd found damaged (CORRUPT, or refused at start by the
+    // initial corruption check) never seeds a restore on its own.
+    let damaged = damaged_members(cx);
+    let all: Vec<Survivor> = all
+        .into_iter()
+        .filter(|s| !damaged.contains(&s.id))
+        .collect();
     let readable: Vec<&Survivor> = all.iter().filter(|s| s.raft_index.is_some()).collect();
     let unreadable: Vec<String> = all
         .iter()

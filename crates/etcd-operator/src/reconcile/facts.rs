@@ -114,6 +114,30 @@ fn etcd_guard_refusal(pod: &Pod) -> Option<Reading> {
         .find(|reading| *reading == Reading::Empty || reading.is_from(Program::MemberGuard))
 }
 
+/// What etcd logs when its initial corruption check finds that this
+/// member's data differs from its peers' at the same revision (it then
+/// exits; the container's termination message ends with its log).
+const INITIAL_CORRUPTION_CHECK_FAILED: &str = "found data inconsistency with peers";
+
+/// The line in which the etcd container's last exit reported its data
+/// damaged (etcd's initial corruption check), while etcd is not serving
+/// since: `None` once a later start passed the startup probe.
+fn etcd_found_damage(pod: &Pod) -> Option<String> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    let etcd = statuses.iter().find(|s| s.name == ETCD_CONTAINER)?;
+    let running = etcd.state.as_ref().is_some_and(|s| s.running.is_some());
+    if running && etcd.started == Some(true) {
+        return None;
+    }
+    [etcd.state.as_ref(), etcd.last_state.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.terminated.as_ref()?.message.as_deref())
+        .flat_map(str::lines)
+        .find(|line| line.contains(INITIAL_CORRUPTION_CHECK_FAILED))
+        .map(|line| line.trim().chars().take(400).collect())
+}
+
 /// What a refusal of the member guard says, from the reading of its
 /// termination message (the refusal code is already known).
 fn refusal_of(reading: Reading) -> GuardRefusal {
@@ -252,6 +276,7 @@ pub fn pod_state(pod: &Pod) -> PodState {
         deleting: pod.metadata.deletion_timestamp.is_some(),
         node: spec.and_then(|s| s.node_name.clone()),
         guard_refusal: guard_refusal(pod),
+        damaged_data: etcd_found_damage(pod),
         version: spec
             .and_then(|s| s.containers.iter().find(|c| c.name == "etcd"))
             .and_then(|c| c.image.as_deref())
@@ -417,6 +442,59 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    fn etcd_pod(state: ContainerState, last_state: Option<ContainerState>, started: bool) -> Pod {
+        Pod {
+            status: Some(PodStatus {
+                container_statuses: Some(vec![ContainerStatus {
+                    name: ETCD_CONTAINER.into(),
+                    state: Some(state),
+                    last_state,
+                    started: Some(started),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// etcd's initial corruption check exits with its log as the
+    /// termination message: the member's data is reported damaged, in
+    /// etcd's words, until a later start serves.
+    #[test]
+    fn reads_etcds_initial_corruption_check_from_its_last_exit() {
+        let log = "{\"level\":\"info\",\"msg\":\"starting initial corruption check\"}\n{\"level\":\"fatal\",\"msg\":\"failed to start etcd\",\"error\":\"8e9e05c52164694d found data inconsistency with peers\"}";
+        let waiting = ContainerState {
+            waiting: Some(k8s_openapi::api::core::v1::ContainerStateWaiting {
+                reason: Some("CrashLoopBackOff".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let pod = etcd_pod(waiting, Some(terminated(1, Some(log))), false);
+        let damage = etcd_found_damage(&pod).expect("damage reported");
+        assert!(
+            damage.contains("found data inconsistency with peers"),
+            "{damage}"
+        );
+        assert!(damage.contains("8e9e05c52164694d"), "{damage}");
+        // Another failure is not damage; a start that serves ends it.
+        let other = etcd_pod(
+            terminated(1, Some("bind: address already in use")),
+            None,
+            false,
+        );
+        assert_eq!(etcd_found_damage(&other), None);
+        let serving = ContainerState {
+            running: Some(Default::default()),
+            ..Default::default()
+        };
+        assert_eq!(
+            etcd_found_damage(&etcd_pod(serving, Some(terminated(1, Some(log))), true)),
+            None
+        );
     }
 
     fn report(refusal: crate::pod_contract::Refusal, detail: &str) -> String {

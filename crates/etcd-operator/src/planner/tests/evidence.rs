@@ -446,3 +446,64 @@ fn a_backup_restore_runs_only_for_the_loss_a_person_approved() {
     // The unreadable survivor's volume is kept (rule 11).
     assert!(sim.pvcs.get(&3).is_some_and(|p| p.data.is_some()));
 }
+
+/// Rule 15: a member whose data etcd found damaged is named with etcd's
+/// evidence and kept as it is (no removal, no deleted volume) until a
+/// person releases it; then it is rebuilt from its peers, learner first.
+#[test]
+fn a_member_whose_data_etcd_found_damaged_is_named_and_kept_until_released() {
+    let mut sim = running(3, Volumes::Network);
+    let before = member_id(&sim, 1);
+    sim.damage(1);
+    sim.run(60);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(removals(&sim), 0, "{:?}", sim.actions);
+    let waiting = sim
+        .last_plan
+        .as_ref()
+        .and_then(|p| p.waiting.clone())
+        .expect("a wait");
+    assert!(
+        matches!(&waiting, Waiting::NeedsAttention(m) if m.contains("demo-1") && m.contains("found data inconsistency")),
+        "{waiting:?}"
+    );
+    sim.release(1);
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_ne!(member_id(&sim, 1), before, "rebuilt as a new member");
+    assert_eq!(sim.healthy_voters(), 3, "{:#?}", sim.status);
+    assert!(
+        sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::AddLearner { ordinal: 1 }))
+    );
+}
+
+/// Rule 15: damaged data never seeds a restore: the newest survivor whose
+/// data etcd refused is passed over for the newest one whose data is sound.
+#[test]
+fn damaged_data_never_seeds_a_restore() {
+    let mut sim = newest_survivor_unreachable();
+    let node3 = sim.node_of(3).expect("node of member 3");
+    sim.start_node(&node3);
+    sim.damage(3);
+    sim.spec.recovery.policy = RecoveryPolicy::NewestSurvivor;
+    sim.run(60);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        !sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { ordinal: 3, .. })),
+        "restored from damaged data: {:?}",
+        sim.actions
+    );
+    assert!(
+        sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { ordinal: 4, .. })),
+        "{:?}",
+        sim.actions
+    );
+    // The damaged volume is kept (rule 11).
+    assert!(sim.pvcs.get(&3).is_some_and(|p| p.data.is_some()));
+}

@@ -181,6 +181,9 @@ pub struct Sim {
     pub backup_reach: Option<i64>,
     /// Joins etcd refused (reported once each).
     pub refused_joins: Vec<(u32, Bootstrap)>,
+    /// Members whose data is damaged: etcd's initial corruption check
+    /// refuses to serve it.
+    pub damaged: std::collections::BTreeSet<u64>,
 }
 
 /// A member's database file.
@@ -240,6 +243,7 @@ impl Sim {
             corrupt: None,
             backup_reach: None,
             refused_joins: Vec::new(),
+            damaged: std::collections::BTreeSet::new(),
         };
         for _ in 0..nodes {
             sim.add_node();
@@ -545,7 +549,10 @@ impl Sim {
         let member_of_ordinal = self.members.iter().find(|m| m.ordinal == ordinal).cloned();
         let (running, refusal, data) = match (pvc.data, &pod.bootstrap) {
             (Some(d), _) => {
-                if member_of_ordinal.as_ref().is_some_and(|m| m.id == d) {
+                if self.damaged.contains(&d) {
+                    // etcd's initial corruption check: it exits.
+                    (false, None, Some(d))
+                } else if member_of_ordinal.as_ref().is_some_and(|m| m.id == d) {
                     (true, None, Some(d))
                 } else {
                     (
@@ -721,6 +728,25 @@ impl Sim {
         self.settle();
     }
 
+    /// The data of `ordinal`'s member is damaged; its etcd restarts and its
+    /// initial corruption check refuses it.
+    pub fn damage(&mut self, ordinal: u32) {
+        if let Some(d) = self.pvcs.get(&ordinal).and_then(|p| p.data) {
+            self.damaged.insert(d);
+        }
+        if let Some(p) = self.pods.get_mut(&ordinal) {
+            p.running = false;
+        }
+        self.settle();
+    }
+
+    /// A person releases the volume of `ordinal` (the release annotation).
+    pub fn release(&mut self, ordinal: u32) {
+        if let Some(p) = self.pvcs.get_mut(&ordinal) {
+            p.released = true;
+        }
+    }
+
     pub fn node_of(&self, ordinal: u32) -> Option<String> {
         self.pods.get(&ordinal).and_then(|p| p.node.clone())
     }
@@ -772,6 +798,12 @@ impl Sim {
                 labels_missing: false,
                 template_metadata: Some(pod.metadata.clone()),
                 etcd_not_running: pod.running && !self.release_starts(&pod.version),
+                damaged_data: self
+                    .pvcs
+                    .get(o)
+                    .and_then(|p| p.data)
+                    .filter(|d| self.damaged.contains(d) && !pod.running)
+                    .map(|d| format!("member {d:x}: found data inconsistency with peers")),
             });
         }
         let nodes = self
@@ -1425,7 +1457,13 @@ impl Sim {
                         &action,
                     );
                 }
-                if wanted && self.data_exists(*id) {
+                // Damaged data a person released is replaced (rule 15).
+                let damaged_and_released = self.damaged.contains(id)
+                    && self
+                        .pvcs
+                        .values()
+                        .any(|p| p.data == Some(*id) && p.released);
+                if wanted && self.data_exists(*id) && !damaged_and_released {
                     self.violation(
                         "rule 2: removing a wanted member whose data exists",
                         &action,
