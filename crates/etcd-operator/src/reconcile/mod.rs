@@ -29,6 +29,7 @@ mod delete;
 mod error;
 pub mod facts;
 mod leadership;
+mod missing_ca;
 mod network_policy;
 mod node_changes;
 mod node_index;

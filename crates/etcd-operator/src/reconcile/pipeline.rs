@@ -372,11 +372,6 @@ async fn fresh_pass(
     Ok(requeue(ctx, &plan))
 }
 
-/// The reason of `Degraded` while the certificates of a TLS cluster cannot
-/// be issued or stored (the pass stops before it observes: nothing is
-/// created without them).
-pub const CERTIFICATES_FAILED_REASON: &str = "CertificatesFailed";
-
 /// Says on the cluster why its pass stopped at the certificates: a
 /// Warning Event and `Degraded` with the error.
 async fn report_certificates_failed(
@@ -392,7 +387,7 @@ async fn report_certificates_failed(
     publish(
         ctx,
         &reference,
-        events::warning("IssueCertificates", CERTIFICATES_FAILED_REASON, &message),
+        events::warning("IssueCertificates", error.reason(), &message),
     )
     .await;
     crate::controller_kit::blocked::set_condition(
@@ -400,7 +395,7 @@ async fn report_certificates_failed(
         &cluster_resource(),
         object,
         crate::api::ConditionType::Degraded.as_str(),
-        CERTIFICATES_FAILED_REASON,
+        error.reason(),
         &message,
     )
     .await;

@@ -25,6 +25,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
 use super::delete::delete_unless_gone;
+use super::missing_ca::{CaHistory, MissingCa, signs_of_an_earlier_ca};
 use crate::addressing::{MemberAddressing, ca_secret_name, is_reserved_common_name};
 use crate::api::identity::CLUSTER_LABEL;
 use crate::api::{
@@ -75,6 +76,11 @@ pub enum TlsMaterialError {
     /// A Secret the operator's connections need does not exist yet.
     #[error("{0}")]
     Missing(String),
+    /// The CA Secret is missing from a cluster that has a CA: no new CA is
+    /// generated and no certificate is written; a person must restore it
+    /// (see [`MissingCa`]'s message).
+    #[error("{0}")]
+    CaSecretMissing(Box<MissingCa>),
     /// The CA in its Secret is unusable, or a certificate could not be
     /// issued. A person must look: the CA is never replaced by itself (every
     /// client that trusts it would be cut off).
@@ -96,10 +102,31 @@ impl TlsMaterialError {
                 Category::of_kube(source)
             }
             Self::Missing(_) => Category::Transient,
+            // Looked at again soon: a restored Secret is no change to the
+            // cluster object (Secrets are not watched).
+            Self::CaSecretMissing(_) => Category::Refused,
             Self::Certificate { .. } => Category::InvalidSpec,
         }
     }
+
+    /// The reason of the `Degraded` condition and the Warning Event that
+    /// report this error on the cluster.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::CaSecretMissing(_) => CA_SECRET_MISSING_REASON,
+            _ => CERTIFICATES_FAILED_REASON,
+        }
+    }
 }
+
+/// The reason of `Degraded` while the certificates of a TLS cluster cannot
+/// be issued or stored (the pass stops before it observes: nothing is
+/// created without them).
+pub const CERTIFICATES_FAILED_REASON: &str = "CertificatesFailed";
+
+/// The reason of `Degraded` while the CA Secret of a cluster that has a CA
+/// is missing ([`MissingCa`]).
+pub const CA_SECRET_MISSING_REASON: &str = "CaSecretMissing";
 
 /// What a TLS cluster's pass connects with and knows.
 #[derive(Debug, Clone)]
@@ -419,8 +446,10 @@ fn ca_set_of(secret: &Secret) -> Result<CaSet, TlsError> {
     })
 }
 
-/// The cluster's CAs, the first generated when missing, and what the CA
-/// Secret records.
+/// The cluster's CAs, and what the CA Secret records. The first CA is
+/// generated when the Secret is missing from a cluster that has never had
+/// one; for one that has ([`signs_of_an_earlier_ca`]), the missing Secret
+/// is an error and nothing is generated.
 async fn ensure_ca(
     secrets: &Api<Secret>,
     cluster: &EtcdCluster,
@@ -435,6 +464,15 @@ async fn ensure_ca(
             ca_set_of(&secret).map_err(certificate)?,
             CaRecords::of(&secret),
         ));
+    }
+    let history = CaHistory::of(cluster, leaves_with_ca(secrets, cluster).await?);
+    if !signs_of_an_earlier_ca(&history).is_empty() {
+        let secret = format!("{}/{name}", cluster.namespace().unwrap_or_default());
+        return Err(TlsMaterialError::CaSecretMissing(Box::new(MissingCa::new(
+            secret,
+            cluster.name_any(),
+            &history,
+        ))));
     }
     let ca = new_ca(&cluster.name_any()).map_err(certificate)?;
     let secret = ca_secret(cluster, ca.cert_pem(), ca.key_pem());
@@ -454,6 +492,26 @@ async fn ensure_ca(
             source,
         }),
     }
+}
+
+/// The leaf Secrets of `cluster` that carry a CA bundle (`ca.crt`), by
+/// name, with the bundle: read one by one (the operator may not list
+/// Secrets), written by this operator or not.
+async fn leaves_with_ca(
+    secrets: &Api<Secret>,
+    cluster: &EtcdCluster,
+) -> Result<Vec<(String, String)>, TlsMaterialError> {
+    let mut found = Vec::new();
+    for role in TlsRole::every(named_client_certificates(cluster)) {
+        let name = leaf_secret_name(&cluster.name_any(), &role);
+        if let Some(secret) = read(secrets, &name).await? {
+            let bundle = text(&secret, CA_KEY);
+            if !bundle.trim().is_empty() {
+                found.push((name, bundle));
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// A new CA for `cluster`, named with the moment it was made (CAs of one
