@@ -62,6 +62,7 @@ expected_seconds() {
 	volume_size) echo 21 ;;
 	disk_full) echo 14 ;;
 	kubectl_streaming) echo 13 ;;
+	e2e_name_taken) echo 40 ;;
 	e2e_admission) echo 7 ;;
 	pod_address_reuse) echo 1 ;;
 	grpc_probe) echo 1 ;;

@@ -16,7 +16,7 @@ use super::FIELD_MANAGER;
 use super::delete::delete_unless_gone;
 use super::tls_material::{
     TlsMaterial, TlsMaterialError, certificate_status, named_client_certificates, operator_tls,
-    read, text, tls_addressing,
+    read, refuse_unowned, text, tls_addressing,
 };
 use crate::api::identity::CLUSTER_LABEL;
 use crate::api::{CertManagerIssuer, EtcdCluster, TlsStatus};
@@ -47,6 +47,16 @@ pub async fn ensure(
     for role in &roles {
         let object = certificate(cluster, addressing, role, issuer);
         let name = object.name_any();
+        let existing =
+            certificates
+                .get_opt(&name)
+                .await
+                .map_err(|source| TlsMaterialError::CertManager {
+                    what: "read",
+                    name: name.clone(),
+                    source,
+                })?;
+        refuse_unowned(existing.as_ref(), cluster, "Certificate", &name)?;
         certificates
             .patch(
                 &name,

@@ -81,6 +81,18 @@ pub enum TlsMaterialError {
     /// (see [`MissingCa`]'s message).
     #[error("{0}")]
     CaSecretMissing(Box<MissingCa>),
+    /// An object under a name the cluster's certificates need exists but
+    /// belongs to something else (another cluster, an application): it is
+    /// never overwritten, adopted or used (rule 14).
+    #[error(
+        "{kind} {name} exists but does not belong to this cluster (no controller reference to it); the operator will not overwrite or use it: rename or delete it, or rename the client certificate that needs this name"
+    )]
+    NameTaken {
+        /// Its kind.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+    },
     /// The CA in its Secret is unusable, or a certificate could not be
     /// issued. A person must look: the CA is never replaced by itself (every
     /// client that trusts it would be cut off).
@@ -104,7 +116,7 @@ impl TlsMaterialError {
             Self::Missing(_) => Category::Transient,
             // Looked at again soon: a restored Secret is no change to the
             // cluster object (Secrets are not watched).
-            Self::CaSecretMissing(_) => Category::Refused,
+            Self::CaSecretMissing(_) | Self::NameTaken { .. } => Category::Refused,
             Self::Certificate { .. } => Category::InvalidSpec,
         }
     }
@@ -114,6 +126,7 @@ impl TlsMaterialError {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::CaSecretMissing(_) => CA_SECRET_MISSING_REASON,
+            Self::NameTaken { .. } => NAME_TAKEN_REASON,
             _ => CERTIFICATES_FAILED_REASON,
         }
     }
@@ -127,6 +140,42 @@ pub const CERTIFICATES_FAILED_REASON: &str = "CertificatesFailed";
 /// The reason of `Degraded` while the CA Secret of a cluster that has a CA
 /// is missing ([`MissingCa`]).
 pub const CA_SECRET_MISSING_REASON: &str = "CaSecretMissing";
+
+/// The reason of `Degraded` while a name the certificates need is taken by
+/// an object the cluster does not own.
+pub const NAME_TAKEN_REASON: &str = "NameTaken";
+
+/// Whether `cluster` owns `object`: the object names the cluster (its UID)
+/// as its controller. An object under one of the cluster's names without
+/// that reference is someone else's (rule 14).
+pub(super) fn owned_by(object: &impl kube::Resource, cluster: &EtcdCluster) -> bool {
+    let Some(uid) = cluster.metadata.uid.as_deref() else {
+        return false;
+    };
+    object
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.uid == uid)
+}
+
+/// `Err(NameTaken)` when `object` exists under a name of `cluster` but is
+/// not the cluster's.
+pub(super) fn refuse_unowned<K: kube::Resource>(
+    object: Option<&K>,
+    cluster: &EtcdCluster,
+    kind: &'static str,
+    name: &str,
+) -> Result<(), TlsMaterialError> {
+    match object {
+        Some(o) if !owned_by(o, cluster) => Err(TlsMaterialError::NameTaken {
+            kind,
+            name: name.to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
 
 /// What a TLS cluster's pass connects with and knows.
 #[derive(Debug, Clone)]
@@ -460,6 +509,7 @@ async fn ensure_ca(
         source,
     };
     if let Some(secret) = read(secrets, &name).await? {
+        refuse_unowned(Some(&secret), cluster, "Secret", &name)?;
         return Ok((
             ca_set_of(&secret).map_err(certificate)?,
             CaRecords::of(&secret),
@@ -496,7 +546,8 @@ async fn ensure_ca(
 
 /// The leaf Secrets of `cluster` that carry a CA bundle (`ca.crt`), by
 /// name, with the bundle: read one by one (the operator may not list
-/// Secrets), written by this operator or not.
+/// Secrets) and owned by it (another cluster's Secret under one of its names
+/// tells nothing of its CA).
 async fn leaves_with_ca(
     secrets: &Api<Secret>,
     cluster: &EtcdCluster,
@@ -504,7 +555,11 @@ async fn leaves_with_ca(
     let mut found = Vec::new();
     for role in TlsRole::every(named_client_certificates(cluster)) {
         let name = leaf_secret_name(&cluster.name_any(), &role);
-        if let Some(secret) = read(secrets, &name).await? {
+        // Only the cluster's own: a Secret of that name another cluster
+        // owns says nothing of this cluster's CA.
+        if let Some(secret) = read(secrets, &name).await?
+            && owned_by(&secret, cluster)
+        {
             let bundle = text(&secret, CA_KEY);
             if !bundle.trim().is_empty() {
                 found.push((name, bundle));
@@ -659,6 +714,7 @@ async fn ensure_leaf(
     let names = certificate_names(addressing, role);
     let now = Utc::now();
     let existing = read(secrets, &name).await?;
+    refuse_unowned(existing.as_ref(), cluster, "Secret", &name)?;
     let mut reissue = true;
     if let Some(secret) = &existing {
         let cert = text(secret, CERT_KEY);
@@ -780,6 +836,50 @@ pub async fn read_operator_tls(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cluster_with_uid(name: &str, uid: &str) -> EtcdCluster {
+        let mut cluster = EtcdCluster::new(name, crate::api::EtcdClusterSpec::default());
+        cluster.metadata.namespace = Some("prod".into());
+        cluster.metadata.uid = Some(uid.into());
+        cluster
+    }
+
+    /// Cluster `main` with a client certificate named `db-peer` needs the
+    /// Secret `main-client-db-peer-tls`, which is the peer Secret of a
+    /// cluster `main-client-db` in the same namespace: that Secret (and any
+    /// other object under one of its names that it does not own) is never
+    /// overwritten or used; its own are.
+    #[test]
+    fn an_object_under_a_clusters_name_that_it_does_not_own_is_refused() {
+        let main = cluster_with_uid("main", "uid-main");
+        let other = cluster_with_uid("main-client-db", "uid-other");
+        let needed = leaf_secret_name("main", &TlsRole::NamedClient("db-peer".into()));
+        assert_eq!(needed, leaf_secret_name("main-client-db", &TlsRole::Peer));
+        let others = leaf_secret(&other, &TlsRole::Peer, "cert", "key", "ca");
+        assert!(matches!(
+            refuse_unowned(Some(&others), &main, "Secret", &needed),
+            Err(TlsMaterialError::NameTaken { kind: "Secret", .. })
+        ));
+        let applications = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(needed.clone()),
+                ..Default::default()
+            },
+            ..Secret::default()
+        };
+        let refused = refuse_unowned(Some(&applications), &main, "Secret", &needed);
+        let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains(&needed), "{message}");
+        let own = leaf_secret(
+            &main,
+            &TlsRole::NamedClient("db-peer".into()),
+            "cert",
+            "key",
+            "ca",
+        );
+        assert!(refuse_unowned(Some(&own), &main, "Secret", &needed).is_ok());
+        assert!(refuse_unowned(None::<&Secret>, &main, "Secret", &needed).is_ok());
+    }
 
     fn records(annotations: &BTreeMap<String, String>) -> CaRecords {
         let mut secret = Secret::default();
