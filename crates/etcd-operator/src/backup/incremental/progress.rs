@@ -63,6 +63,21 @@ pub struct IncrementalProgress {
     /// The last full backup this watcher took itself (after a gap, or
     /// because none existed), for the schedule's status and retention.
     pub last_full: Option<TakenBackup>,
+    /// The chain the watcher extended before `base`, while it restores
+    /// further than the current chain does yet: `durable_revision` counts
+    /// its end, so retention keeps it ([`Self::chains_in_use`]).
+    pub superseded: Option<SupersededChain>,
+}
+
+/// A chain the watcher no longer extends that still holds writes the
+/// current chain does not hold yet (the watcher moved to a newer full
+/// backup, which it extends from that backup's own revision).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SupersededChain {
+    /// Base name of the chain's full backup.
+    pub base: String,
+    /// The last revision the chain restores.
+    pub last_revision: i64,
 }
 
 /// Why writes could be lost at a moment.
@@ -90,6 +105,37 @@ impl Exposure {
 }
 
 impl IncrementalProgress {
+    /// The full backups (base names) whose chains the watcher needs: the
+    /// one it extends and, until the current chain reaches its end, the one
+    /// it extended before. Retention deletes neither: `durable_revision`
+    /// counts on both.
+    pub fn chains_in_use(&self) -> Vec<String> {
+        self.base
+            .iter()
+            .cloned()
+            .chain(self.superseded.iter().map(|s| s.base.clone()))
+            .collect()
+    }
+
+    /// Every write up to `revision` is durable in the current chain (a
+    /// segment stored, or etcd's answer that nothing came after it). The
+    /// superseded chain stops being needed once `revision` reaches its
+    /// end; until then the recovery point stays at that end.
+    pub fn chain_durable_to(&mut self, revision: i64) {
+        if self
+            .superseded
+            .as_ref()
+            .is_some_and(|s| revision >= s.last_revision)
+        {
+            self.superseded = None;
+        }
+        let held = self
+            .superseded
+            .as_ref()
+            .map_or(revision, |s| s.last_revision);
+        self.durable_revision = Some(revision.max(held));
+    }
+
     /// What could be lost at `now`; `None` before the watcher has a
     /// durable point.
     pub fn exposure(&self, now: DateTime<Utc>) -> Option<Exposure> {
@@ -277,6 +323,32 @@ mod tests {
             status.last_error.as_deref(),
             Some("the watch has been silent for 61s")
         );
+    }
+
+    #[test]
+    fn a_superseded_chain_is_in_use_until_the_current_chain_reaches_its_end() {
+        let mut progress = IncrementalProgress {
+            base: Some("full-b".into()),
+            superseded: Some(SupersededChain {
+                base: "full-a".into(),
+                last_revision: 120,
+            }),
+            ..IncrementalProgress::default()
+        };
+        assert_eq!(progress.chains_in_use(), ["full-b", "full-a"]);
+        progress.chain_durable_to(110);
+        assert_eq!(
+            progress.durable_revision,
+            Some(120),
+            "the superseded chain still restores up to 120"
+        );
+        assert_eq!(progress.chains_in_use(), ["full-b", "full-a"]);
+        progress.chain_durable_to(120);
+        assert_eq!(progress.superseded, None);
+        assert_eq!(progress.chains_in_use(), ["full-b"]);
+        progress.chain_durable_to(125);
+        assert_eq!(progress.durable_revision, Some(125));
+        assert!(IncrementalProgress::default().chains_in_use().is_empty());
     }
 
     #[test]

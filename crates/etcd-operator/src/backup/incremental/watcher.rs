@@ -56,7 +56,7 @@ use super::buffer::SegmentBuffer;
 use super::chain::{ChainGap, GapKind, segment_chain};
 use super::format::{EventKind, SegmentEvent};
 use super::leases::{KnownLeases, granted_ttls, new_leases};
-use super::progress::{IncrementalProgress, answer_within};
+use super::progress::{IncrementalProgress, SupersededChain, answer_within};
 use super::segment::{PendingSegment, SegmentMetadata, base_name, store_segment};
 use crate::backup::restore::sealed_like_store;
 use crate::backup::{
@@ -339,7 +339,8 @@ impl Watcher {
                 None => self.take_full().await?,
             };
             self.needs_full = None;
-            *position = Some(self.follow(base, None));
+            let previous = position.take();
+            *position = Some(self.follow(base, None, previous.as_ref()));
             return Ok(());
         }
         if position.is_some() {
@@ -356,7 +357,7 @@ impl Watcher {
             // One key opens a whole chain: after a key change (or encryption
             // turned on or off) the chain starts again from a full backup.
             let base = self.take_full().await?;
-            *position = Some(self.follow(base, None));
+            *position = Some(self.follow(base, None, None));
             return Ok(());
         }
         let chain = segment_chain(&self.store, &base).await?;
@@ -364,7 +365,7 @@ impl Watcher {
             self.gap(gap);
             return Ok(());
         }
-        *position = Some(self.follow(base, Some((chain.segments, chain.last_revision))));
+        *position = Some(self.follow(base, Some((chain.segments, chain.last_revision)), None));
         Ok(())
     }
 
@@ -396,11 +397,14 @@ impl Watcher {
         self.bases.borrow().clone().filter(|b| self.is_own(b))
     }
 
-    /// Starts following `base`, with its verified chain when resuming.
+    /// Starts following `base`, with its verified chain when resuming;
+    /// `previous` is the chain it extended until now, kept in use while it
+    /// restores further than the new one.
     fn follow(
         &mut self,
         base: BackupMetadata,
         resumed: Option<(Vec<SegmentMetadata>, i64)>,
+        previous: Option<&Position>,
     ) -> Position {
         let (segments, last_revision) = resumed.unwrap_or((Vec::new(), base.revision));
         let last_segment = segments.last().cloned();
@@ -410,11 +414,12 @@ impl Watcher {
         let name = base_name(&base);
         let covers_received = last_revision >= self.received_high;
         self.progress.send_modify(|p| {
+            p.superseded = still_needed(p.superseded.take(), previous, &base, last_revision);
             p.base = Some(name.clone());
             p.base_revision = Some(base.revision);
             p.segments = segments.len() as u64;
             p.last_segment = last_segment;
-            p.durable_revision = Some(last_revision);
+            p.chain_durable_to(last_revision);
             if covers_received {
                 p.pending_since = None;
             }
@@ -521,7 +526,7 @@ impl Watcher {
                         .filter(|b| is_newer(b, &position.base) && self.sealed_alike(b))
                     {
                         self.flush(position, &mut buffer).await?;
-                        *position = self.follow(base, None);
+                        *position = self.follow(base, None, Some(position));
                         return Ok(WatchEnd::Restart);
                     }
                 }
@@ -531,7 +536,7 @@ impl Watcher {
                         && self.sealed_alike(&newest)
                     {
                         self.flush(position, &mut buffer).await?;
-                        *position = self.follow(newest, None);
+                        *position = self.follow(newest, None, Some(position));
                         return Ok(WatchEnd::Restart);
                     }
                 }
@@ -719,7 +724,7 @@ impl Watcher {
         let waiting_since = segments.buffer.opened_at();
         self.progress.send_modify(|p| {
             p.segments = count;
-            p.durable_revision = Some(segment.last_revision);
+            p.chain_durable_to(segment.last_revision);
             p.durable_at = Some(segment.closed_at);
             if covers_received {
                 p.pending_since = None;
@@ -749,7 +754,9 @@ impl Watcher {
         self.failures = 0;
         self.received_high = self.received_high.max(revision);
         self.progress.send_modify(|p| {
-            p.durable_revision = Some(p.durable_revision.unwrap_or(0).max(revision));
+            let before = p.durable_revision;
+            p.chain_durable_to(revision);
+            p.durable_revision = p.durable_revision.max(before);
             p.durable_at = Some(Utc::now());
             p.pending_since = None;
             p.last_error = None;
@@ -892,6 +899,36 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
+/// The chain a watcher that starts a chain after `base` (durable up to
+/// `from_revision`) still needs besides it: of the chain it extended until
+/// now (`previous`) and the one it still needed then (`earlier`), the one
+/// restoring furthest, when that is beyond `from_revision`. The new chain
+/// holds nothing past its base yet, so until it reaches that end the older
+/// chain alone holds those writes. A chain of another etcd cluster never
+/// counts.
+fn still_needed(
+    earlier: Option<SupersededChain>,
+    previous: Option<&Position>,
+    base: &BackupMetadata,
+    from_revision: i64,
+) -> Option<SupersededChain> {
+    let Some(previous) = previous else {
+        return earlier;
+    };
+    if previous.base.cluster_id != base.cluster_id {
+        return None;
+    }
+    let previous = SupersededChain {
+        base: base_name(&previous.base),
+        last_revision: previous.last_revision,
+    };
+    [earlier, Some(previous)]
+        .into_iter()
+        .flatten()
+        .filter(|chain| chain.base != base_name(base) && chain.last_revision > from_revision)
+        .max_by_key(|chain| chain.last_revision)
+}
+
 /// Whether `candidate` is a newer full backup than `current`.
 fn is_newer(candidate: &BackupMetadata, current: &BackupMetadata) -> bool {
     candidate.started_at > current.started_at && candidate.revision >= current.revision
@@ -993,6 +1030,73 @@ mod tests {
             Duration::from_secs(2),
             "never more than half the interval"
         );
+    }
+
+    /// A full backup of etcd cluster `cluster_id` at `revision`.
+    fn full(cluster_id: &str, revision: i64) -> BackupMetadata {
+        let started_at =
+            DateTime::<Utc>::from_timestamp(1_772_000_000 + revision, 0).expect("a time");
+        BackupMetadata {
+            format: 1,
+            namespace: "prod".into(),
+            cluster: "main".into(),
+            cluster_id: cluster_id.into(),
+            member_id: "2".into(),
+            revision,
+            etcd_version: "3.6.0".into(),
+            snapshot_bytes: 1,
+            sha256: String::new(),
+            object: format!("full-{revision}-r{revision}.db.zst"),
+            compression: "zstd".into(),
+            encryption: None,
+            stored_bytes: 1,
+            stored_sha256: String::new(),
+            started_at,
+            completed_at: started_at,
+            written_by: None,
+        }
+    }
+
+    /// The chain after `base`, durable up to `last_revision`.
+    fn at(base: &BackupMetadata, last_revision: i64) -> Position {
+        Position {
+            base: base.clone(),
+            last_revision,
+            segments: 1,
+            leases: KnownLeases::default(),
+        }
+    }
+
+    #[test]
+    fn the_chain_left_for_a_newer_base_stays_needed_while_it_restores_further() {
+        let (first, second) = (full("c1", 100), full("c1", 110));
+        let first_end = at(&first, 120);
+        let needed = still_needed(None, Some(&first_end), &second, second.revision);
+        assert_eq!(
+            needed,
+            Some(SupersededChain {
+                base: base_name(&first),
+                last_revision: 120
+            })
+        );
+        // Moving on again before the second chain caught up: the first
+        // chain still restores furthest.
+        let third = full("c1", 115);
+        let again = still_needed(needed.clone(), Some(&at(&second, 112)), &third, 115);
+        assert_eq!(again, needed);
+
+        // A base taken after the chain's end (a gap, or a quiet cluster)
+        // needs nothing of it; nor does a base of another etcd cluster.
+        assert_eq!(
+            still_needed(None, Some(&at(&first, 105)), &second, 110),
+            None
+        );
+        assert_eq!(
+            still_needed(needed.clone(), Some(&first_end), &full("c2", 50), 50),
+            None
+        );
+        // A watcher starting (nothing extended before) keeps what it had.
+        assert_eq!(still_needed(None, None, &second, 110), None);
     }
 
     #[test]
