@@ -539,6 +539,7 @@ async fn compaction_and_corruption_are_gaps_answered_by_a_new_full_backup() {
         &schedule_writer("nightly"),
         1,
         None,
+        &[],
         chrono::Utc::now(),
     )
     .await

@@ -140,6 +140,7 @@ async fn retention_keeps_the_newest_backups() {
         &schedule_writer("nightly"),
         2,
         None,
+        &[],
         chrono::Utc::now(),
     )
     .await
@@ -192,7 +193,7 @@ async fn neighbouring_schedules_keep_their_own_newest_backup() {
                 .await
                 .expect("backup");
             assert_eq!(taken.metadata.written_by.as_ref(), Some(writer));
-            let outcome = apply_retention(&store, writer, 1, None, chrono::Utc::now())
+            let outcome = apply_retention(&store, writer, 1, None, &[], chrono::Utc::now())
                 .await
                 .expect("retention");
             assert_eq!(outcome.kept, 1, "{writer}: {outcome:?}");

@@ -196,6 +196,7 @@ pub async fn retention_keeps_the_newest(store: &BackupStore) {
         &schedule_writer("nightly"),
         1,
         None,
+        &[],
         chrono::Utc::now(),
     )
     .await

@@ -3,7 +3,10 @@
 //! a cluster's folder never delete each other's backups. A backup whose
 //! writer is not recorded (taken before writers were recorded, or by
 //! another tool) is never deleted: nothing says whose it is. The newest
-//! backup of the writer is never deleted, whatever the rules say.
+//! backup of the writer is never deleted, whatever the rules say; nor is a
+//! full backup whose chain the incremental watcher still needs (the chain
+//! it extends, and the one it left until the new one reaches its end):
+//! the recovery point it reports counts on that chain.
 
 use chrono::{DateTime, Utc};
 use object_store::ObjectStoreExt;
@@ -22,18 +25,25 @@ pub struct Selection<'a> {
     pub expired: Vec<&'a BackupMetadata>,
     /// The writer's backups kept.
     pub kept: usize,
+    /// Kept only because the incremental watcher needs their chains:
+    /// `count` or `max_age` would delete them. They are counted in `kept`.
+    pub held: Vec<&'a BackupMetadata>,
     /// Backups of other writers, left alone.
     pub others: usize,
     /// Backups that record no writer, left alone.
     pub unattributed: usize,
 }
 
-/// Selects what `writer`'s retention deletes among `backups`.
+/// Selects what `writer`'s retention deletes among `backups`; the full
+/// backups named in `chains_in_use` (base names, see
+/// [`crate::backup::incremental::IncrementalProgress::chains_in_use`]) are
+/// kept with their chains whatever `count` and `max_age` say.
 pub fn select<'a>(
     backups: &'a [BackupMetadata],
     writer: &BackupWriter,
     count: usize,
     max_age: Option<std::time::Duration>,
+    chains_in_use: &[String],
     now: DateTime<Utc>,
 ) -> Selection<'a> {
     let mut selection = Selection::default();
@@ -47,7 +57,7 @@ pub fn select<'a>(
     }
     own.sort_by_key(|b| std::cmp::Reverse(b.started_at));
     let total = own.len();
-    selection.expired = own
+    let by_rules: Vec<&BackupMetadata> = own
         .into_iter()
         .enumerate()
         .filter(|(index, backup)| {
@@ -64,6 +74,9 @@ pub fn select<'a>(
         })
         .map(|(_, backup)| backup)
         .collect();
+    (selection.held, selection.expired) = by_rules
+        .into_iter()
+        .partition(|backup| chains_in_use.contains(&base_name(backup)));
     selection.kept = total - selection.expired.len();
     selection
 }
@@ -73,6 +86,9 @@ pub fn select<'a>(
 pub struct RetentionOutcome {
     /// Backups of the writer kept.
     pub kept: usize,
+    /// Base names of the backups kept only because the incremental watcher
+    /// needs their chains; retention is owed once it no longer does.
+    pub held: Vec<String>,
     /// Snapshot objects deleted.
     pub deleted: Vec<String>,
     /// Backups of other writers in the folder, left alone.
@@ -81,19 +97,21 @@ pub struct RetentionOutcome {
     pub unattributed: usize,
 }
 
-/// Applies `writer`'s retention to its backups in the store's folder. The
-/// metadata of a backup is deleted before its snapshot, so a half-deleted
-/// backup is never listed; then the chain of incremental segments after
-/// it.
+/// Applies `writer`'s retention to its backups in the store's folder,
+/// keeping the full backups named in `chains_in_use` with their chains
+/// (see [`select`]). The metadata of a backup is deleted before its
+/// snapshot, so a half-deleted backup is never listed; then the chain of
+/// incremental segments after it.
 pub async fn apply_retention(
     store: &BackupStore,
     writer: &BackupWriter,
     count: usize,
     max_age: Option<std::time::Duration>,
+    chains_in_use: &[String],
     now: DateTime<Utc>,
 ) -> Result<RetentionOutcome, BackupError> {
     let backups = list_backups(store).await?;
-    let selection = select(&backups, writer, count, max_age, now);
+    let selection = select(&backups, writer, count, max_age, chains_in_use, now);
     let mut deleted = Vec::with_capacity(selection.expired.len());
     for backup in &selection.expired {
         store
@@ -109,6 +127,14 @@ pub async fn apply_retention(
         delete_chain(store, &base_name(backup)).await?;
         deleted.push(store.url(&object));
     }
+    let held: Vec<String> = selection.held.iter().map(|b| base_name(b)).collect();
+    if !held.is_empty() {
+        tracing::info!(
+            folder = %store.url(store.folder()),
+            "retention of {writer} keeps {} while the incremental backup needs their chains",
+            held.join(", ")
+        );
+    }
     if selection.unattributed > 0 {
         tracing::info!(
             folder = %store.url(store.folder()),
@@ -118,6 +144,7 @@ pub async fn apply_retention(
     }
     Ok(RetentionOutcome {
         kept: selection.kept,
+        held,
         deleted,
         others: selection.others,
         unattributed: selection.unattributed,
@@ -172,7 +199,7 @@ mod tests {
         max_age: Option<std::time::Duration>,
         now: DateTime<Utc>,
     ) -> Vec<&BackupMetadata> {
-        select(backups, &writer("nightly"), count, max_age, now).expired
+        select(backups, &writer("nightly"), count, max_age, &[], now).expired
     }
 
     fn now() -> DateTime<Utc> {
@@ -214,6 +241,29 @@ mod tests {
     }
 
     #[test]
+    fn the_chains_the_watcher_needs_are_kept_beyond_count_and_max_age() {
+        let backups: Vec<_> = [50, 30, 1].iter().map(|h| backup(*h, now())).collect();
+        let in_use = [base_name(&backups[1]), base_name(&backups[0])];
+        for (count, max_age) in [(1, None), (10, Some(std::time::Duration::from_secs(3600)))] {
+            let selection = select(&backups, &writer("nightly"), count, max_age, &in_use, now());
+            assert!(selection.expired.is_empty(), "{:?}", selection.expired);
+            assert_eq!(
+                names(selection.held),
+                ["full-30-nightly.db.zst", "full-50-nightly.db.zst"]
+            );
+            assert_eq!(selection.kept, 3);
+        }
+        // Once the watcher needs only the newest chain, the older ones go.
+        let in_use = [base_name(&backups[2])];
+        let selection = select(&backups, &writer("nightly"), 1, None, &in_use, now());
+        assert_eq!(
+            names(selection.expired),
+            ["full-30-nightly.db.zst", "full-50-nightly.db.zst"]
+        );
+        assert!(selection.held.is_empty());
+    }
+
+    #[test]
     fn a_writer_counts_and_deletes_only_its_own_backups() {
         // Two schedules on one folder, interleaved; the neighbour's are
         // newer, older, and more numerous.
@@ -229,13 +279,13 @@ mod tests {
         .iter()
         .map(|(name, hours)| by(*name, *hours, now()))
         .collect();
-        let nightly = select(&backups, &writer("nightly"), 1, None, now());
+        let nightly = select(&backups, &writer("nightly"), 1, None, &[], now());
         assert_eq!(names(nightly.expired), ["full-9-nightly.db.zst"]);
         assert_eq!(
             (nightly.kept, nightly.others, nightly.unattributed),
             (1, 4, 1)
         );
-        let hourly = select(&backups, &writer("hourly"), 1, None, now());
+        let hourly = select(&backups, &writer("hourly"), 1, None, &[], now());
         assert_eq!(
             names(hourly.expired),
             [
@@ -255,7 +305,7 @@ mod tests {
             .chain([by(Some("nightly"), 1, now())])
             .collect();
         let day = Some(std::time::Duration::from_secs(24 * 3600));
-        let selection = select(&backups, &writer("nightly"), 1, day, now());
+        let selection = select(&backups, &writer("nightly"), 1, day, &[], now());
         assert!(selection.expired.is_empty(), "{:?}", selection.expired);
         assert_eq!((selection.kept, selection.unattributed), (1, 3));
     }
@@ -267,7 +317,7 @@ mod tests {
             writer.kind = "EtcdBackup".into();
         }
         let backups = vec![one_shot, by(Some("nightly"), 1, now())];
-        let selection = select(&backups, &writer("nightly"), 1, None, now());
+        let selection = select(&backups, &writer("nightly"), 1, None, &[], now());
         assert!(selection.expired.is_empty());
         assert_eq!((selection.kept, selection.others), (1, 1));
     }
@@ -279,7 +329,7 @@ mod tests {
             uid: "another-uid".into(),
             ..writer("nightly")
         };
-        let selection = select(&backups, &recreated, 1, None, now());
+        let selection = select(&backups, &recreated, 1, None, &[], now());
         assert_eq!(
             names(selection.expired),
             ["full-2-nightly.db.zst", "full-3-nightly.db.zst"]

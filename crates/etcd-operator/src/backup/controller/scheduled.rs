@@ -2,7 +2,9 @@
 //! fires, retention of the schedule's own backups after each, and with
 //! `spec.incremental.enabled` a watcher that makes every write durable
 //! between them ([`incremental`]). A pass: begin ([`plan::begin`]: is a backup due?) →
-//! take it and apply retention → start, keep or stop the watcher → finish
+//! take it and apply retention (keeping the chains the watcher needs,
+//! [`plan::chains_in_use`]) → start, keep or stop the watcher, and apply
+//! the retention owed once it no longer needs a chain kept for it → finish
 //! ([`plan::finish`]: `BackupReady`, next fire time, next wake-up) → one
 //! status write.
 
@@ -18,6 +20,7 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::{BackupControllerError, Context, WRITER, act, decoded};
 use crate::api::EtcdBackupSchedule;
+use crate::backup::incremental::supervisor::ScheduleKey;
 use crate::backup::{BackupError, BackupStore, BackupWriter, apply_retention};
 use crate::controller_kit::{Replaces, events};
 use plan::{Begin, Retention, ScheduledBackup};
@@ -53,7 +56,23 @@ pub(super) async fn pass(
         let writer = BackupWriter::of(&schedule);
         let event = match act::back_up(&ctx, writer, &spec.cluster_name, &spec.destination).await {
             Ok((taken, store)) => {
-                let retention = retain(&store, &plan::retention(&schedule), Utc::now()).await;
+                // The watcher still extends the chain of the previous full
+                // backup until it is told about this one (below): that
+                // chain is kept.
+                let key = incremental::key_of(&schedule);
+                let in_use = plan::chains_in_use(
+                    spec,
+                    ctx.incremental.progress(&key).as_ref(),
+                    run.status.incremental.as_ref(),
+                );
+                let retention = retain(
+                    &ctx,
+                    &key,
+                    &store,
+                    &plan::retention(&schedule, in_use),
+                    Utc::now(),
+                )
+                .await;
                 let event = plan::record_scheduled(
                     &mut run.status,
                     ScheduledBackup::Stored {
@@ -80,9 +99,12 @@ pub(super) async fn pass(
     Ok(Action::requeue(finish.requeue_after))
 }
 
-/// Applies `retention` to the schedule's own backups in `store` at `now`;
-/// returns how many of them are kept.
+/// Applies `retention` to the schedule's own backups in `store` at `now`
+/// and remembers what it kept only for the watcher; returns how many of
+/// them are kept.
 async fn retain(
+    ctx: &Context,
+    key: &ScheduleKey,
     store: &BackupStore,
     retention: &Retention,
     now: DateTime<Utc>,
@@ -92,8 +114,10 @@ async fn retain(
         &retention.writer,
         retention.count,
         retention.max_age,
+        &retention.chains_in_use,
         now,
     )
     .await?;
+    ctx.incremental.hold_for_retention(key, outcome.held);
     Ok(outcome.kept)
 }

@@ -1,6 +1,8 @@
 //! The running watchers of the schedule controller: at most one per
 //! `EtcdBackupSchedule`, keyed by namespace and name, with the fingerprint
-//! of the settings it was started with (a change restarts it).
+//! of the settings it was started with (a change restarts it); and per
+//! schedule the full backups its last retention kept only because the
+//! watcher needed their chains (retention is owed once it does not).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,6 +27,10 @@ struct Supervised {
 #[derive(Default)]
 pub struct Supervisor {
     watchers: Mutex<HashMap<ScheduleKey, Supervised>>,
+    /// Base names each schedule's last retention held for its watcher.
+    /// Kept in memory only: after an operator restart they wait for the
+    /// schedule's next retention.
+    retention_held: Mutex<HashMap<ScheduleKey, Vec<String>>>,
 }
 
 impl Supervisor {
@@ -85,6 +91,28 @@ impl Supervisor {
         {
             watcher.handle.announce_base(base);
         }
+    }
+
+    /// Records the full backups the schedule's last retention kept only for
+    /// its watcher (none: forgets the schedule).
+    pub fn hold_for_retention(&self, key: &ScheduleKey, held: Vec<String>) {
+        if let Ok(mut retention_held) = self.retention_held.lock() {
+            if held.is_empty() {
+                retention_held.remove(key);
+            } else {
+                retention_held.insert(key.clone(), held);
+            }
+        }
+    }
+
+    /// The full backups the schedule's last retention kept only for its
+    /// watcher.
+    pub fn held_for_retention(&self, key: &ScheduleKey) -> Vec<String> {
+        self.retention_held
+            .lock()
+            .ok()
+            .and_then(|held| held.get(key).cloned())
+            .unwrap_or_default()
     }
 
     /// Stops every watcher (each writes the segment it holds).

@@ -4,8 +4,9 @@
 //! it ended, stopped when the schedule is suspended, disabled or deleted.
 //! The watcher restarts itself with back-off after errors. Its progress
 //! becomes `status.incremental`; the full backups it takes after a gap
-//! count as the schedule's backups (status, retention); its notices become
-//! Events. What to run and what it means for status is decided in
+//! count as the schedule's backups (status, retention); retention keeps
+//! the chains it needs and runs again once it no longer needs one it kept;
+//! its notices become Events. What to run and what it means for status is decided in
 //! [`super::plan`].
 
 use std::sync::Arc;
@@ -31,7 +32,8 @@ use crate::controller_kit::events;
 /// How often watchers of deleted schedules are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(15);
 
-fn key_of(schedule: &EtcdBackupSchedule) -> ScheduleKey {
+/// The key of the schedule's watcher.
+pub(super) fn key_of(schedule: &EtcdBackupSchedule) -> ScheduleKey {
     (
         schedule.namespace().unwrap_or_default(),
         schedule.name_any(),
@@ -61,11 +63,18 @@ pub(super) async fn reconcile(
         ctx.incremental.announce_base(&key, base);
     }
     let progress = ctx.incremental.progress(&key)?;
+    let in_use = plan::chains_in_use(&schedule.spec, Some(&progress), status.incremental.as_ref());
     if let Some(taken) = &progress.last_full
         && plan::is_newer(status, taken)
     {
-        let retention = super::retain(&store, &plan::retention(schedule), Utc::now()).await;
-        plan::record_full_backup(status, taken, retention.as_ref().copied());
+        let retention = plan::retention(schedule, in_use);
+        let kept = super::retain(ctx, &key, &store, &retention, Utc::now()).await;
+        plan::record_full_backup(status, taken, kept.as_ref().copied());
+    } else if plan::retention_owed(&ctx.incremental.held_for_retention(&key), &in_use) {
+        // The watcher no longer needs a chain retention kept for it.
+        let retention = plan::retention(schedule, in_use);
+        let kept = super::retain(ctx, &key, &store, &retention, Utc::now()).await;
+        plan::record_retention(status, kept.as_ref().copied());
     }
     Some(plan::watcher_progress(
         status,

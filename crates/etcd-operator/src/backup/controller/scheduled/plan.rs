@@ -1,6 +1,7 @@
 //! The decisions of an `EtcdBackupSchedule` pass (pure): whether the cron
 //! makes a backup due, what a backup (the cron's or the incremental
-//! watcher's) changes in status, the retention to apply, whether an
+//! watcher's) changes in status, the retention to apply (and the chains
+//! it keeps for the watcher), whether an
 //! incremental watcher should run and with which settings, the
 //! `BackupReady` condition, the Events, and when to look again.
 //!
@@ -15,7 +16,9 @@ use chrono::{DateTime, Utc};
 use kube::runtime::events::Event;
 use sha2::{Digest, Sha256};
 
-use crate::api::{EtcdBackupSchedule, EtcdBackupScheduleSpec, EtcdBackupScheduleStatus};
+use crate::api::{
+    EtcdBackupSchedule, EtcdBackupScheduleSpec, EtcdBackupScheduleStatus, IncrementalBackupStatus,
+};
 use crate::backup::incremental::{IncrementalNotice, IncrementalOptions, IncrementalProgress};
 use crate::backup::kube_time::{from_kube, to_kube};
 use crate::backup::{
@@ -114,11 +117,15 @@ pub struct Retention {
     pub count: usize,
     /// Older ones are deleted past this age, when set.
     pub max_age: Option<Duration>,
+    /// Base names of the full backups whose chains the schedule's
+    /// incremental watcher needs ([`chains_in_use`]): kept with their
+    /// segments beyond `count` and `max_age`.
+    pub chains_in_use: Vec<String>,
 }
 
-/// The retention of the schedule's own backups; a negative `maxAge`
-/// means none.
-pub fn retention(schedule: &EtcdBackupSchedule) -> Retention {
+/// The retention of the schedule's own backups, keeping the chains its
+/// incremental watcher needs; a negative `maxAge` means none.
+pub fn retention(schedule: &EtcdBackupSchedule, chains_in_use: Vec<String>) -> Retention {
     let retention = &schedule.spec.retention;
     Retention {
         writer: BackupWriter::of(schedule),
@@ -127,7 +134,35 @@ pub fn retention(schedule: &EtcdBackupSchedule) -> Retention {
             .max_age
             .as_ref()
             .and_then(|d| (!d.is_negative()).then(|| Duration::from(*d))),
+        chains_in_use,
     }
+}
+
+/// The full backups (base names) whose chains retention must keep for the
+/// schedule's incremental watcher: those its progress names (the chain it
+/// extends, and the one it left until the new one reaches its end). A
+/// watcher that has not named its base yet (starting, or not started in
+/// this process yet) may resume the chain status last reported, so that
+/// one is kept while incremental backup is on.
+pub fn chains_in_use(
+    spec: &EtcdBackupScheduleSpec,
+    watcher: Option<&IncrementalProgress>,
+    reported: Option<&IncrementalBackupStatus>,
+) -> Vec<String> {
+    if let Some(progress) = watcher.filter(|p| p.base.is_some()) {
+        return progress.chains_in_use();
+    }
+    if watcher.is_none() && watcher_interval(spec).is_none() {
+        return Vec::new();
+    }
+    reported.and_then(|r| r.base.clone()).into_iter().collect()
+}
+
+/// Whether a retention that kept `held` for the watcher is owed again: the
+/// watcher no longer needs one of them (it moved to a newer full backup
+/// and the new chain reached the old one's end).
+pub fn retention_owed(held: &[String], chains_in_use: &[String]) -> bool {
+    held.iter().any(|base| !chains_in_use.contains(base))
 }
 
 /// What became of the backup the cron made due.
@@ -194,7 +229,11 @@ fn record_success(status: &mut EtcdBackupScheduleStatus, taken: &TakenBackup) {
     status.last_successful_duration_seconds = Some(taken.duration.as_secs_f64());
 }
 
-fn record_retention(status: &mut EtcdBackupScheduleStatus, retention: Result<usize, &BackupError>) {
+/// Records what retention kept, or its error.
+pub fn record_retention(
+    status: &mut EtcdBackupScheduleStatus,
+    retention: Result<usize, &BackupError>,
+) {
     match retention {
         Ok(kept) => status.backups_kept = i32::try_from(kept).ok(),
         Err(error) => status.last_error = Some(format!("retention: {error}")),

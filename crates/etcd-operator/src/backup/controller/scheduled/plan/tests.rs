@@ -6,8 +6,10 @@ use serde_json::{Value, json};
 use super::*;
 use crate::backup::controller::tests::taken;
 use crate::backup::incremental::GapKind;
+use crate::backup::incremental::progress::SupersededChain;
 use crate::backup::incremental::progress::answer_within;
-use crate::backup::{ChainGap, EncryptionKey};
+use crate::backup::incremental::segment::base_name;
+use crate::backup::{BackupMetadata, ChainGap, EncryptionKey, Selection, select};
 
 fn at(hour: u32, minute: u32, second: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 3, 1, hour, minute, second)
@@ -140,21 +142,153 @@ fn retention_keeps_the_count_of_the_schedules_own_backups_and_ignores_a_negative
         uid: "u-1".into(),
     };
     assert_eq!(
-        retention(&keeping),
+        retention(&keeping, vec!["full-a".into()]),
         Retention {
             writer: own,
             count: 3,
             max_age: Some(Duration::from_secs(168 * 3600)),
+            chains_in_use: vec!["full-a".into()],
         }
     );
     let negative = schedule(json!({ "retention": { "count": 2, "maxAge": "-1h" } }));
-    assert_eq!(retention(&negative).max_age, None);
-    let defaults = retention(&schedule(json!({})));
+    assert_eq!(retention(&negative, Vec::new()).max_age, None);
+    let defaults = retention(&schedule(json!({})), Vec::new());
     assert_eq!((defaults.count, defaults.max_age), (7, None));
     assert_eq!(
         defaults.writer.to_string(),
         "EtcdBackupSchedule prod/hourly"
     );
+}
+
+/// A schedule with incremental backup and `retention`, whose uid is
+/// recorded in its backups.
+fn continuous(retention: Value) -> EtcdBackupSchedule {
+    let mut continuous = schedule(json!({
+        "retention": retention,
+        "incremental": { "enabled": true }
+    }));
+    continuous.metadata.uid = Some("u-1".into());
+    continuous
+}
+
+/// A full backup `schedule` took at `completed_at`.
+fn full_backup_of(
+    schedule: &EtcdBackupSchedule,
+    revision: i64,
+    completed_at: DateTime<Utc>,
+) -> BackupMetadata {
+    BackupMetadata {
+        written_by: Some(BackupWriter::of(schedule)),
+        ..taken(revision, completed_at).metadata
+    }
+}
+
+/// What `retention` deletes and keeps among `backups` at `now`.
+fn selected<'a>(
+    retention: &Retention,
+    backups: &'a [BackupMetadata],
+    now: DateTime<Utc>,
+) -> Selection<'a> {
+    select(
+        backups,
+        &retention.writer,
+        retention.count,
+        retention.max_age,
+        &retention.chains_in_use,
+        now,
+    )
+}
+
+fn objects(selected: &[&BackupMetadata]) -> Vec<String> {
+    selected.iter().map(|b| b.object.clone()).collect()
+}
+
+/// The cron's full backup at 11:00 starts a new chain; the watcher still
+/// extends the chain after the 10:00 one until it is told, and then needs
+/// it until the new chain reaches its end. Retention keeps it (and so its
+/// segments) through both, whatever `retention` says, and deletes it once
+/// the watcher no longer needs it.
+fn the_chain_the_watcher_needs_outlives(retention_spec: Value) {
+    let continuous = continuous(retention_spec);
+    let spec = &continuous.spec;
+    let first = full_backup_of(&continuous, 100, at(10, 0, 3));
+    let second = full_backup_of(&continuous, 180, at(11, 0, 3));
+    let backups = [first.clone(), second.clone()];
+    let now = at(11, 0, 5);
+    let mut progress = IncrementalProgress {
+        base: Some(base_name(&first)),
+        durable_revision: Some(190),
+        ..IncrementalProgress::default()
+    };
+
+    // Right after the new full backup: the watcher still extends the
+    // first chain.
+    let in_use = chains_in_use(spec, Some(&progress), None);
+    let kept = selected(&retention(&continuous, in_use), &backups, now);
+    assert!(kept.expired.is_empty(), "{:?}", objects(&kept.expired));
+    assert_eq!(objects(&kept.held), [first.object.as_str()]);
+    assert_eq!(kept.kept, 2);
+    let held = vec![base_name(&first)];
+
+    // The watcher moved to the new full backup; its chain holds nothing
+    // after 180 yet, the first one holds up to 190.
+    progress.base = Some(base_name(&second));
+    progress.superseded = Some(SupersededChain {
+        base: base_name(&first),
+        last_revision: 190,
+    });
+    progress.chain_durable_to(185);
+    assert_eq!(progress.durable_revision, Some(190));
+    let in_use = chains_in_use(spec, Some(&progress), None);
+    assert!(!retention_owed(&held, &in_use));
+    let kept = selected(&retention(&continuous, in_use), &backups, now);
+    assert!(kept.expired.is_empty(), "{:?}", objects(&kept.expired));
+
+    // The new chain reached 190: the first chain is no longer needed.
+    progress.chain_durable_to(190);
+    let in_use = chains_in_use(spec, Some(&progress), None);
+    assert!(retention_owed(&held, &in_use));
+    let owed = selected(&retention(&continuous, in_use), &backups, now);
+    assert_eq!(objects(&owed.expired), [first.object.as_str()]);
+    assert!(owed.held.is_empty());
+}
+
+#[test]
+fn retention_count_1_keeps_the_chain_the_watcher_still_extends() {
+    the_chain_the_watcher_needs_outlives(json!({ "count": 1 }));
+}
+
+#[test]
+fn retention_max_age_keeps_the_chain_the_watcher_still_extends() {
+    the_chain_the_watcher_needs_outlives(json!({ "count": 7, "maxAge": "30m" }));
+}
+
+#[test]
+fn a_watcher_not_yet_following_keeps_the_chain_status_last_reported() {
+    let continuous = continuous(json!({ "count": 1 }));
+    let reported = IncrementalBackupStatus {
+        base: Some("full-a".into()),
+        ..Default::default()
+    };
+    let starting = IncrementalProgress::default();
+    for watcher in [None, Some(&starting)] {
+        assert_eq!(
+            chains_in_use(&continuous.spec, watcher, Some(&reported)),
+            ["full-a"]
+        );
+    }
+    let following = IncrementalProgress {
+        base: Some("full-b".into()),
+        ..IncrementalProgress::default()
+    };
+    assert_eq!(
+        chains_in_use(&continuous.spec, Some(&following), Some(&reported)),
+        ["full-b"]
+    );
+    // Without incremental backup and no watcher, no chain is extended.
+    let plain = schedule(json!({ "retention": { "count": 1 } }));
+    assert!(chains_in_use(&plain.spec, None, Some(&reported)).is_empty());
+    assert!(!retention_owed(&[], &[]));
 }
 
 #[test]
