@@ -11,7 +11,9 @@
 //! window stays within two intervals, and a history compacted exactly
 //! after the chain is no gap. Two schedules writing to one folder each
 //! extend only the chains after their own full backups, never a one-shot
-//! backup's. No mocks.
+//! backup's. Retention with `count: 1` after a new full backup keeps the
+//! chain the watcher still extends (restorable to its end) and deletes it
+//! once the watcher moved on. No mocks.
 
 use std::time::{Duration, Instant};
 
@@ -848,4 +850,120 @@ async fn two_schedules_sharing_a_folder_each_extend_only_their_own_chains() {
         .expect("replay");
     assert_eq!(outcome.revision, end);
     assert_eq!(dump(&mut restored_client, None).await, (source, end));
+}
+
+/// Waits until the watcher extends the chain after `base` and needs no
+/// other chain.
+async fn wait_only_chain(handle: &IncrementalHandle, base: &BackupMetadata) {
+    let name = base_name(base);
+    let mut progress = handle.subscribe();
+    let reached = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if progress.borrow_and_update().chains_in_use() == [name.as_str()] {
+                return;
+            }
+            if progress.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        reached.is_ok(),
+        "the watcher still needs other chains than {name}: {:?}",
+        handle.progress()
+    );
+}
+
+/// A schedule keeping one full backup (`count: 1`) takes a new one while
+/// its watcher still extends the previous chain: retention keeps that
+/// backup and its segments, which restore every write the watcher reported
+/// durable; once the watcher has moved to the new backup and its chain
+/// reached the old one's end, retention deletes the old chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_keeps_the_chain_the_watcher_extends_until_it_moved_on() {
+    let cluster = LocalCluster::start(1).await;
+    let mut client = cluster.client().await;
+    write_keys(&mut client, 10, 50).await;
+    let root = tempfile::tempdir().expect("tempdir");
+    let store = local_store(root.path());
+    let first = full_backup(&store, &cluster).await;
+    let handle = start_watcher(&store, &cluster);
+    let mut last = 0;
+    for i in 0..10 {
+        last = put(&mut client, &format!("before-{i}"), "v").await;
+    }
+    wait_durable(&handle, last).await;
+
+    // The cron's next full backup; the watcher is not told yet and keeps
+    // extending the first chain.
+    let second = full_backup(&store, &cluster).await;
+    for i in 0..5 {
+        last = put(&mut client, &format!("after-{i}"), "v").await;
+    }
+    wait_durable(&handle, last).await;
+    assert_eq!(handle.progress().base, Some(base_name(&first)));
+    let in_use = handle.progress().chains_in_use();
+    let outcome = apply_retention(
+        &store,
+        &schedule_writer("nightly"),
+        1,
+        None,
+        &in_use,
+        chrono::Utc::now(),
+    )
+    .await
+    .expect("retention");
+    assert_eq!(outcome.held, [base_name(&first)]);
+    assert!(outcome.deleted.is_empty(), "{:?}", outcome.deleted);
+    assert_eq!(outcome.kept, 2);
+    let chain = segment_chain(&store, &first).await.expect("chain");
+    assert_eq!(chain.gap, None);
+    assert_eq!(chain.last_revision, last, "every durable write is kept");
+
+    // The first backup and its chain restore the source at its end.
+    let (source, _) = dump(&mut client, Some(last)).await;
+    let snapshot = root.path().join("first.db");
+    download_backup(&store, &first, &snapshot)
+        .await
+        .expect("download");
+    let restore_root = tempfile::tempdir().expect("tempdir");
+    let restored = restore_and_start(&snapshot, restore_root.path()).await;
+    let mut restored_client = restored.client().await;
+    let outcome = replay_segments(&store, &chain, None, &mut restored_client)
+        .await
+        .expect("replay");
+    assert_eq!(outcome.revision, last);
+    assert_eq!(dump(&mut restored_client, None).await, (source, last));
+
+    // Told about the new backup, the watcher moves on; the first chain is
+    // needed until the new one reaches its end, then retention deletes it.
+    handle.announce_base(second.clone());
+    wait_only_chain(&handle, &second).await;
+    assert!(handle.progress().durable_revision >= Some(last));
+    let in_use = handle.progress().chains_in_use();
+    let outcome = apply_retention(
+        &store,
+        &schedule_writer("nightly"),
+        1,
+        None,
+        &in_use,
+        chrono::Utc::now(),
+    )
+    .await
+    .expect("retention");
+    assert!(outcome.held.is_empty());
+    assert_eq!(outcome.deleted.len(), 1, "{:?}", outcome.deleted);
+    handle.stop(Duration::from_secs(10)).await;
+    let left = list_backups(&store).await.expect("list");
+    assert_eq!(left.len(), 1);
+    assert_eq!(base_name(&left[0]), base_name(&second));
+    let first_chain = root
+        .path()
+        .join("backups/prod/main/incremental")
+        .join(base_name(&first));
+    assert_eq!(files_under(&first_chain), 0, "the first chain is deleted");
+    let second_chain = segment_chain(&store, &second).await.expect("chain");
+    assert_eq!(second_chain.gap, None);
+    assert!(second_chain.last_revision >= last);
 }
