@@ -341,13 +341,26 @@ fn restore_from_survivor(cx: &Context<'_>, survivor: &Survivor) -> Option<Step> 
 /// hold it up; its volume is kept like every other survivor's.
 fn restore_from_backup_in_place(cx: &Context<'_>, choice: &SurvivorChoice) -> Option<Step> {
     cx.o.spec.recovery.backup.as_ref()?;
-    let target = match choice {
-        SurvivorChoice::Newest(s) => s.ordinal,
+    let preferred = match choice {
+        SurvivorChoice::Newest(s) => Some(s.ordinal),
         SurvivorChoice::Unreadable {
             newest_readable, ..
-        } => newest_readable.as_ref().map_or(0, |s| s.ordinal),
-        SurvivorChoice::NoSurvivor => 0,
+        } => newest_readable.as_ref().map(|s| s.ordinal),
+        SurvivorChoice::NoSurvivor => None,
     };
+    // A volume that cannot be mounted (its claim Lost, or node-local on a
+    // deleted node) would hold the restore Pod Pending for ever.
+    let mountable = |ordinal: u32| {
+        let objects = cx.o.objects(ordinal);
+        objects.pvc.as_ref().is_none_or(|p| {
+            p.phase != super::observed::PvcPhase::Lost
+                && super::evidence::local_volume_on_deleted_node(cx.o, &objects).is_none()
+        })
+    };
+    let target = preferred
+        .filter(|&o| mountable(o))
+        .or_else(|| (0..cx.replicas.max(1)).find(|&o| mountable(o)))
+        .unwrap_or(0);
     let incarnation = cx.o.status.cluster_token.as_deref().unwrap_or_default();
     Some(Step::Act(Action::RestoreFromBackup {
         ordinal: target,

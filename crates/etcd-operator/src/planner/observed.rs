@@ -146,6 +146,10 @@ pub enum RestorePodState {
     Succeeded,
     /// A step failed; the message says which.
     Failed(String),
+    /// It cannot run: not schedulable (no node, no room, a volume that
+    /// cannot be mounted) or an image that cannot be pulled; the reason,
+    /// as Kubernetes gives it.
+    CannotRun(String),
     /// Terminating.
     Deleting,
 }

@@ -93,12 +93,31 @@ pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {
                 "restore: the PVC of survivor {survivor_name} is being deleted"
             ))));
         }
+        // A backup needs a volume it can be restored into: a claim whose
+        // volume is lost (or node-local on a deleted node) holds nothing a
+        // Pod can mount, so it is replaced by a fresh one first.
+        let objects = cx.o.objects(survivor);
+        if from_backup
+            && (pvc.phase == super::observed::PvcPhase::Lost
+                || super::evidence::local_volume_on_deleted_node(cx.o, &objects).is_some())
+        {
+            return Some(Step::Act(Action::DeletePvc {
+                ordinal: survivor,
+                reason: format!(
+                    "restoring the backups into incarnation {token}: its volume cannot be mounted, so a fresh claim receives them"
+                ),
+            }));
+        }
         return Some(match &cx.o.restore_pod {
             None => Step::Act(Action::RunRestore {
                 ordinal: survivor,
                 token,
                 from_backup,
             }),
+            Some(RestorePodState::CannotRun(why)) => Step::Wait(Waiting::NeedsAttention(format!(
+                "restore: the restore Pod {} cannot run: {why}; nothing of the lost incarnation has changed yet; fix the cause (the image, room on the nodes, the volume of {survivor_name}) or delete the restore Pod to run it again",
+                crate::addressing::restore_pod_name(&cx.o.name)
+            ))),
             Some(RestorePodState::Running | RestorePodState::Deleting) => {
                 Step::Wait(Waiting::InProgress(format!(
                     "restore: restoring the data of {survivor_name} into incarnation {token}"

@@ -97,21 +97,32 @@ fn init_guard_refusal(pod: &Pod) -> Option<Reading> {
 /// that moment would turn `MajorityDataLost` off and on. Once etcd passes
 /// its startup probe, a later start got past the guard.
 fn etcd_guard_refusal(pod: &Pod) -> Option<Reading> {
+    etcd_exits_since_it_served(pod)?
+        .filter(|t| t.exit_code == i32::from(REFUSAL_EXIT_CODE))
+        .map(|t| Reading::of_termination_message(t.message.as_deref().unwrap_or_default()))
+        // Without a termination message (a runtime that gives none), the
+        // refusal code alone: etcd itself never exits with it.
+        .find(|reading| *reading == Reading::Empty || reading.is_from(Program::MemberGuard))
+}
+
+/// The etcd container's current and last terminations, while etcd has not
+/// passed its startup probe since (`None` once a start served, or without
+/// a status).
+fn etcd_exits_since_it_served(
+    pod: &Pod,
+) -> Option<impl Iterator<Item = &k8s_openapi::api::core::v1::ContainerStateTerminated>> {
     let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
     let etcd = statuses.iter().find(|s| s.name == ETCD_CONTAINER)?;
     let running = etcd.state.as_ref().is_some_and(|s| s.running.is_some());
     if running && etcd.started == Some(true) {
         return None;
     }
-    [etcd.state.as_ref(), etcd.last_state.as_ref()]
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.terminated.as_ref())
-        .filter(|t| t.exit_code == i32::from(REFUSAL_EXIT_CODE))
-        .map(|t| Reading::of_termination_message(t.message.as_deref().unwrap_or_default()))
-        // Without a termination message (a runtime that gives none), the
-        // refusal code alone: etcd itself never exits with it.
-        .find(|reading| *reading == Reading::Empty || reading.is_from(Program::MemberGuard))
+    Some(
+        [etcd.state.as_ref(), etcd.last_state.as_ref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.terminated.as_ref()),
+    )
 }
 
 /// What etcd logs when its initial corruption check finds that this
@@ -123,16 +134,8 @@ const INITIAL_CORRUPTION_CHECK_FAILED: &str = "found data inconsistency with pee
 /// damaged (etcd's initial corruption check), while etcd is not serving
 /// since: `None` once a later start passed the startup probe.
 fn etcd_found_damage(pod: &Pod) -> Option<String> {
-    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
-    let etcd = statuses.iter().find(|s| s.name == ETCD_CONTAINER)?;
-    let running = etcd.state.as_ref().is_some_and(|s| s.running.is_some());
-    if running && etcd.started == Some(true) {
-        return None;
-    }
-    [etcd.state.as_ref(), etcd.last_state.as_ref()]
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.terminated.as_ref()?.message.as_deref())
+    etcd_exits_since_it_served(pod)?
+        .filter_map(|t| t.message.as_deref())
         .flat_map(str::lines)
         .find(|line| line.contains(INITIAL_CORRUPTION_CHECK_FAILED))
         .map(|line| line.trim().chars().take(400).collect())
@@ -335,8 +338,58 @@ pub fn restore_pod_state(pod: &Pod) -> RestorePodState {
                 .unwrap_or_else(|| "no termination message".to_owned());
             RestorePodState::Failed(message)
         }
-        _ => RestorePodState::Running,
+        _ => match restore_pod_blocked(pod) {
+            Some(why) => RestorePodState::CannotRun(why),
+            None => RestorePodState::Running,
+        },
     }
+}
+
+/// Container waiting reasons that do not pass by themselves.
+const STUCK_WAITING_REASONS: [&str; 5] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+];
+
+/// Why a restore Pod that has not finished cannot run, as Kubernetes
+/// says: unschedulable (its `PodScheduled` condition), or a container
+/// that waits on an image or its configuration.
+fn restore_pod_blocked(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let unschedulable = status.conditions.iter().flatten().find(|c| {
+        c.type_ == "PodScheduled"
+            && c.status == "False"
+            && c.reason.as_deref() == Some("Unschedulable")
+    });
+    if let Some(c) = unschedulable {
+        return Some(format!(
+            "it cannot be scheduled: {}",
+            c.message.as_deref().unwrap_or("no reason given")
+        ));
+    }
+    status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+        .find_map(|c| {
+            let waiting = c.state.as_ref()?.waiting.as_ref()?;
+            let reason = waiting.reason.as_deref()?;
+            STUCK_WAITING_REASONS.contains(&reason).then(|| {
+                format!(
+                    "container {} waits: {reason}{}",
+                    c.name,
+                    waiting
+                        .message
+                        .as_deref()
+                        .map(|m| format!(" ({m})"))
+                        .unwrap_or_default()
+                )
+            })
+        })
 }
 
 /// The etcd version of an image reference like `registry.k8s.io/etcd:3.6.16-0`
@@ -495,6 +548,64 @@ mod tests {
             etcd_found_damage(&etcd_pod(serving, Some(terminated(1, Some(log))), true)),
             None
         );
+    }
+
+    /// A restore Pod that cannot be scheduled or pulled is reported with
+    /// Kubernetes' reason, not as running.
+    #[test]
+    fn a_restore_pod_that_cannot_run_says_why() {
+        use k8s_openapi::api::core::v1::{ContainerStateWaiting, PodCondition};
+        let unschedulable = Pod {
+            status: Some(PodStatus {
+                phase: Some("Pending".into()),
+                conditions: Some(vec![PodCondition {
+                    type_: "PodScheduled".into(),
+                    status: "False".into(),
+                    reason: Some("Unschedulable".into()),
+                    message: Some(
+                        "0/3 nodes are available: 3 node(s) had volume node affinity conflict"
+                            .into(),
+                    ),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(matches!(
+            restore_pod_state(&unschedulable),
+            RestorePodState::CannotRun(why) if why.contains("volume node affinity conflict")
+        ));
+        let unpullable = Pod {
+            status: Some(PodStatus {
+                phase: Some("Pending".into()),
+                init_container_statuses: Some(vec![ContainerStatus {
+                    name: "etcdutl".into(),
+                    state: Some(ContainerState {
+                        waiting: Some(ContainerStateWaiting {
+                            reason: Some("ImagePullBackOff".into()),
+                            message: Some("Back-off pulling image".into()),
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(matches!(
+            restore_pod_state(&unpullable),
+            RestorePodState::CannotRun(why) if why.contains("etcdutl") && why.contains("ImagePullBackOff")
+        ));
+        let starting = Pod {
+            status: Some(PodStatus {
+                phase: Some("Pending".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(restore_pod_state(&starting), RestorePodState::Running);
     }
 
     fn report(refusal: crate::pod_contract::Refusal, detail: &str) -> String {

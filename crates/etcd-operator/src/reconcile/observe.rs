@@ -457,7 +457,7 @@ pub fn expected_ordinals(cluster: &EtcdCluster) -> BTreeSet<u32> {
 }
 
 /// Whether an object names this cluster (its UID) as its controller.
-fn controlled_by(object: &impl kube::Resource, uid: &str) -> bool {
+pub(super) fn controlled_by(object: &impl kube::Resource, uid: &str) -> bool {
     object
         .meta()
         .owner_references

@@ -149,15 +149,11 @@ pub const NAME_TAKEN_REASON: &str = "NameTaken";
 /// as its controller. An object under one of the cluster's names without
 /// that reference is someone else's (rule 14).
 pub(super) fn owned_by(object: &impl kube::Resource, cluster: &EtcdCluster) -> bool {
-    let Some(uid) = cluster.metadata.uid.as_deref() else {
-        return false;
-    };
-    object
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|r| r.controller == Some(true) && r.uid == uid)
+    cluster
+        .metadata
+        .uid
+        .as_deref()
+        .is_some_and(|uid| super::observe::controlled_by(object, uid))
 }
 
 /// `Err(NameTaken)` when `object` exists under a name of `cluster` but is

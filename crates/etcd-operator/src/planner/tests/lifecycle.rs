@@ -678,3 +678,42 @@ fn a_wait_for_the_voters_health_window_looks_again_when_it_ends() {
         "{requeue_after:?}"
     );
 }
+
+/// A backup restore goes into a volume a Pod can mount: member 0's claim
+/// is Lost, so the backups go into another member's volume; a restore Pod
+/// that cannot run is reported with Kubernetes' reason, not as "restoring".
+#[test]
+fn a_backup_restore_goes_into_a_volume_that_can_be_mounted_and_says_when_its_pod_cannot_run() {
+    let mut sim = running(3, Volumes::Network);
+    sim.spec.recovery.source = crate::api::RecoverySource::Backup;
+    sim.spec.recovery.backup = Some(crate::api::BackupSource::default());
+    if let Some(p) = sim.pvcs.get_mut(&0) {
+        p.pv_object_deleted = true;
+    }
+    sim.delete_pod(0);
+    sim.wipe(1);
+    sim.wipe(2);
+    sim.run(20);
+    sim.restore_pod_stuck = Some("container etcdutl waits: ErrImagePull (not found)".into());
+    assert!(sim.approve_loss(), "{:#?}", sim.status);
+    let action = sim.reconcile();
+    assert!(
+        matches!(action, Some(Action::RestoreFromBackup { ordinal, .. }) if ordinal != 0),
+        "{action:?}"
+    );
+    sim.run(20);
+    let message = sim
+        .status
+        .condition(ConditionType::MajorityDataLost)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    let waiting = sim.last_plan.as_ref().and_then(|p| p.waiting.clone());
+    assert!(
+        matches!(&waiting, Some(Waiting::NeedsAttention(m)) if m.contains("cannot run") && m.contains("ErrImagePull")),
+        "{waiting:?} / {message}"
+    );
+    sim.restore_pod_stuck = None;
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(sim.healthy_voters(), 3, "{:#?}", sim.status);
+}

@@ -184,6 +184,9 @@ pub struct Sim {
     /// Members whose data is damaged: etcd's initial corruption check
     /// refuses to serve it.
     pub damaged: std::collections::BTreeSet<u64>,
+    /// The restore Pod cannot run (unschedulable, image not pullable),
+    /// with Kubernetes' reason.
+    pub restore_pod_stuck: Option<String>,
 }
 
 /// A member's database file.
@@ -244,6 +247,7 @@ impl Sim {
             backup_reach: None,
             refused_joins: Vec::new(),
             damaged: std::collections::BTreeSet::new(),
+            restore_pod_stuck: None,
         };
         for _ in 0..nodes {
             sim.add_node();
@@ -382,11 +386,15 @@ impl Sim {
         self.pvcs
             .retain(|ordinal, pvc| !pvc.deleting || pods.contains_key(ordinal));
         // The restore Pod runs on the survivor's volume once it is free.
+        let stuck = self.restore_pod_stuck.is_some();
         if let Some(restore) = self.restore_pod.as_mut()
             && !restore.done
             && !restore.failed
+            && !stuck
             && !self.pods.contains_key(&restore.ordinal)
             && let Some(pvc) = self.pvcs.get_mut(&restore.ordinal)
+            // A Pod cannot mount a claim whose volume is lost.
+            && !pvc.pv_object_deleted
         {
             if restore.from_backup && !self.fail_restores {
                 // The backup's member data: not any member's of this
@@ -858,6 +866,8 @@ impl Sim {
                     crate::planner::RestorePodState::Succeeded
                 } else if r.failed {
                     crate::planner::RestorePodState::Failed("no db".to_string())
+                } else if let Some(why) = &self.restore_pod_stuck {
+                    crate::planner::RestorePodState::CannotRun(why.clone())
                 } else {
                     crate::planner::RestorePodState::Running
                 }
