@@ -72,7 +72,6 @@ impl Plan {
         match &self.source {
             Source::Survivor { name, revision, .. } => json!({
                 "approvedIncarnation": self.incarnation,
-                "approvedLoss": null,
                 "approvedSurvivor": name,
                 "approvedRevision": revision,
             }),
@@ -463,7 +462,7 @@ mod tests {
         };
         assert_eq!(
             plan.recovery_patch(),
-            json!({ "approvedIncarnation": "tok-1", "approvedLoss": null, "approvedSurvivor": "main-0", "approvedRevision": 4213 })
+            json!({ "approvedIncarnation": "tok-1", "approvedSurvivor": "main-0", "approvedRevision": 4213 })
         );
         assert_eq!(plan.lost, ["main-1", "main-2"]);
         assert!(plan.kept.is_empty());
