@@ -23,6 +23,7 @@ pub mod category;
 pub mod conditions;
 pub mod events;
 pub mod member_endpoints;
+pub mod ownership;
 pub mod scope;
 pub mod status_writer;
 pub mod unreadable;

@@ -25,6 +25,7 @@ use crate::addressing::{
 use crate::api::EtcdCluster;
 use crate::api::identity::{CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, ORDINAL_LABEL};
 use crate::controller_kit::member_endpoints::pod_endpoints;
+use crate::controller_kit::ownership::controlled_by;
 use crate::etcd::{ConnectSettings, ObservedEtcd};
 use crate::planner::Children;
 
@@ -454,16 +455,6 @@ pub fn expected_ordinals(cluster: &EtcdCluster) -> BTreeSet<u32> {
         .and_then(|s| s.restore.as_ref())
         .and_then(|r| u32::try_from(r.survivor_ordinal).ok());
     wanted.chain(recorded).chain(survivor).collect()
-}
-
-/// Whether an object names this cluster (its UID) as its controller.
-pub(super) fn controlled_by(object: &impl kube::Resource, uid: &str) -> bool {
-    object
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|r| r.controller == Some(true) && r.uid == uid)
 }
 
 /// Whether a child exists and is this cluster's; one that exists under

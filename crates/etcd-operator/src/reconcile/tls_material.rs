@@ -153,7 +153,7 @@ pub(super) fn owned_by(object: &impl kube::Resource, cluster: &EtcdCluster) -> b
         .metadata
         .uid
         .as_deref()
-        .is_some_and(|uid| super::observe::controlled_by(object, uid))
+        .is_some_and(|uid| crate::controller_kit::ownership::controlled_by(object, uid))
 }
 
 /// `Err(NameTaken)` when `object` exists under a name of `cluster` but is
