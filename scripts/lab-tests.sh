@@ -55,6 +55,7 @@ expected_seconds() {
 	e2e_scale) echo 63 ;;
 	e2e_kubectl_etcd) echo 62 ;;
 	e2e_helm) echo 59 ;;
+	e2e_ca_deleted) echo 50 ;;
 	e2e_volume_loss) echo 47 ;;
 	e2e_images) echo 30 ;;
 	e2e_isolation) echo 28 ;;
