@@ -357,9 +357,20 @@ fn restore_from_backup_in_place(cx: &Context<'_>, choice: &SurvivorChoice) -> Op
                 && super::evidence::local_volume_on_deleted_node(cx.o, &objects).is_none()
         })
     };
+    // Without a readable survivor to receive it, the backup goes into the
+    // volume of a member whose data is lost: a survivor's volume (one that
+    // cannot be read now) is kept like every other survivor's.
+    let holds_no_survivor =
+        |o: u32| cx.membership.of_ordinal(o).is_none() || cx.data_gone(o).is_some();
+    let candidates = 0..cx.replicas.max(1);
     let target = preferred
         .filter(|&o| mountable(o))
-        .or_else(|| (0..cx.replicas.max(1)).find(|&o| mountable(o)))
+        .or_else(|| {
+            candidates
+                .clone()
+                .find(|&o| mountable(o) && holds_no_survivor(o))
+        })
+        .or_else(|| candidates.clone().find(|&o| mountable(o)))
         .unwrap_or(0);
     let incarnation = cx.o.status.cluster_token.as_deref().unwrap_or_default();
     Some(Step::Act(Action::RestoreFromBackup {

@@ -507,3 +507,23 @@ fn damaged_data_never_seeds_a_restore() {
     // The damaged volume is kept (rule 11).
     assert!(sim.pvcs.get(&3).is_some_and(|p| p.data.is_some()));
 }
+
+/// A backup restore approved while the only survivor cannot be read goes
+/// into a lost member's volume, never into the unreadable survivor's.
+#[test]
+fn a_backup_restore_never_goes_into_an_unreadable_survivors_volume() {
+    let mut sim = running(3, Volumes::Network);
+    let node0 = sim.node_of(0).expect("node of member 0");
+    sim.spec.recovery.source = crate::api::RecoverySource::Backup;
+    sim.spec.recovery.backup = Some(crate::api::BackupSource::default());
+    sim.wipe(1);
+    sim.wipe(2);
+    sim.stop_node(&node0);
+    sim.run(20);
+    assert!(sim.approve_loss(), "{:#?}", sim.status);
+    let action = sim.reconcile();
+    assert!(
+        matches!(action, Some(Action::RestoreFromBackup { ordinal, .. }) if ordinal != 0),
+        "{action:?}"
+    );
+}
