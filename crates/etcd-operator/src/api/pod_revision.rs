@@ -82,8 +82,10 @@ pub const TEMPLATE_HASH_ANNOTATION: &str = "durable-etcd.io/pod-template-hash";
 const POD_SHAPE: u32 = 4;
 
 /// The hash of the Pod template a spec asks for: 16 hex digits over the etcd
-/// version, the etcd tuning (with the quota the Pods run with, so a quota
-/// derived from a grown volume rolls) and the member Pod template without its labels
+/// version, the etcd tuning (with `quota_backend_bytes`, the quota the Pods
+/// run with: derived from the volumes the members have, it rolls the
+/// members once every volume grew, never for a size the StorageClass
+/// refused) and the member Pod template without its labels
 /// and annotations. Fields that never reach the Pod (replicas, storage,
 /// recovery, `paused`) and those that change in place are left out, so
 /// changing them rolls nothing. A TLS cluster's hash also covers
@@ -92,15 +94,16 @@ const POD_SHAPE: u32 = 4;
 /// rotation restarts them; a renewed leaf does not change it.
 pub fn template_hash(
     spec: &EtcdClusterSpec,
+    quota_backend_bytes: i64,
     transport: Transport,
     tls_revision: Option<&str>,
 ) -> String {
     let mut pod = spec.pod.clone();
     pod.labels.clear();
     pod.annotations.clear();
-    // The quota the Pods run with, derived from the volume when unset.
+    // The quota the Pods run with, derived from the volumes when unset.
     let mut etcd = spec.etcd.clone();
-    etcd.quota_backend_bytes = spec.quota_backend_bytes();
+    etcd.quota_backend_bytes = quota_backend_bytes;
     let mut inputs = serde_json::json!({
         "shape": POD_SHAPE,
         "version": spec.version,
@@ -158,11 +161,21 @@ mod tests {
     #[test]
     fn the_hash_follows_every_field_that_reaches_the_pod_and_no_other() {
         let base = EtcdClusterSpec::default();
-        let hash = template_hash(&base, Transport::Plaintext, None);
+        let hash = template_hash(
+            &base,
+            base.quota_backend_bytes(),
+            Transport::Plaintext,
+            None,
+        );
         assert_eq!(hash.len(), 16);
         assert_eq!(
             hash,
-            template_hash(&base.clone(), Transport::Plaintext, None),
+            template_hash(
+                &base.clone(),
+                base.quota_backend_bytes(),
+                Transport::Plaintext,
+                None
+            ),
             "deterministic"
         );
 
@@ -175,7 +188,15 @@ mod tests {
         let mut image = base.clone();
         image.image = Some("mirror.example/etcd:3.6.16-0".to_string());
         for changed in [&version, &tuning, &pod, &image] {
-            assert_ne!(template_hash(changed, Transport::Plaintext, None), hash);
+            assert_ne!(
+                template_hash(
+                    changed,
+                    changed.quota_backend_bytes(),
+                    Transport::Plaintext,
+                    None
+                ),
+                hash
+            );
         }
 
         let mut replicas = base.clone();
@@ -190,33 +211,47 @@ mod tests {
         replicas.replicas = 5;
         replicas.paused = true;
         replicas.maintenance.defrag.schedule = Some("@daily".to_string());
-        assert_eq!(template_hash(&replicas, Transport::Plaintext, None), hash);
+        assert_eq!(
+            template_hash(
+                &replicas,
+                replicas.quota_backend_bytes(),
+                Transport::Plaintext,
+                None
+            ),
+            hash
+        );
     }
 
     #[test]
-    fn a_grown_volume_rolls_only_when_the_quota_is_derived_from_it() {
-        let grown = |mut spec: EtcdClusterSpec| {
-            spec.storage.size =
-                k8s_openapi::apimachinery::pkg::api::resource::Quantity("5Gi".to_string());
-            spec
-        };
-        let derived = EtcdClusterSpec::default();
-        assert_ne!(
-            template_hash(&grown(derived.clone()), Transport::Plaintext, None),
-            template_hash(&derived, Transport::Plaintext, None)
-        );
-        let mut explicit = EtcdClusterSpec::default();
-        explicit.etcd.quota_backend_bytes = 256 << 20;
+    fn the_quota_the_pods_run_with_rolls_them_and_storage_size_alone_does_not() {
+        let spec = EtcdClusterSpec::default();
+        let quota = spec.quota_backend_bytes();
+        let mut grown = spec.clone();
+        grown.storage.size =
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("5Gi".to_string());
         assert_eq!(
-            template_hash(&grown(explicit.clone()), Transport::Plaintext, None),
-            template_hash(&explicit, Transport::Plaintext, None)
+            template_hash(&grown, quota, Transport::Plaintext, None),
+            template_hash(&spec, quota, Transport::Plaintext, None),
+            "a size the volumes do not have yet rolls nothing"
+        );
+        assert_ne!(
+            template_hash(
+                &grown,
+                grown.quota_backend_bytes(),
+                Transport::Plaintext,
+                None
+            ),
+            template_hash(&spec, quota, Transport::Plaintext, None),
+            "a quota derived from grown volumes rolls the members"
         );
     }
 
     #[test]
     fn the_tls_revision_and_stage_count_for_a_tls_cluster_only() {
         let plain = EtcdClusterSpec::default();
-        let hash = |spec: &EtcdClusterSpec, stage, revision| template_hash(spec, stage, revision);
+        let hash = |spec: &EtcdClusterSpec, stage, revision| {
+            template_hash(spec, spec.quota_backend_bytes(), stage, revision)
+        };
         assert_eq!(
             hash(&plain, Transport::Plaintext, Some("r1")),
             hash(&plain, Transport::Plaintext, None),

@@ -11,7 +11,6 @@ use super::rules;
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = kube::core::Rule::new("has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)").message("storage.storageClassName is immutable"))]
-#[x_kube(validation = rules::rule("!isQuantity(string(self.size)) || !isQuantity(string(oldSelf.size)) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0", "storage.size may only grow"))]
 pub struct StorageSpec {
     /// StorageClass of the members' volumes; the cluster default when unset.
     /// Immutable. A class whose volumes can attach on any node (network
@@ -23,7 +22,11 @@ pub struct StorageSpec {
     pub storage_class_name: Option<String>,
 
     /// Size of each member's volume: a positive quantity such as `10Gi`.
-    /// May only grow (when the StorageClass allows volume expansion).
+    /// A larger size grows the volumes where the StorageClass allows
+    /// volume expansion; volumes never shrink, so a smaller size (back to
+    /// what the volumes have, after a class refused to grow them) changes
+    /// no volume, and new volumes are never smaller than the members'
+    /// largest. etcd's derived quota follows the volumes as they are.
     #[serde(default = "default_size")]
     #[schemars(extend("nullable" = false))]
     #[x_kube(validation = rules::rule("isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))", "storage.size must be a positive quantity such as 10Gi"))]

@@ -23,10 +23,12 @@ pub struct EtcdTuning {
     /// deletes until the space is recovered (the operator compacts,
     /// defragments and disarms, member by member).
     ///
-    /// `0` (the default): derived from `storage.size` so that the volume
+    /// `0` (the default): derived from the volumes the members have (the
+    /// smallest one's capacity, at most `storage.size`) so that a volume
     /// always has room for the database, a defragmentation's copy of it and
     /// etcd's write-ahead log: (size − 256 MiB) / 2, from 16 MiB to 8 GiB
-    /// (384 MiB for 1Gi, 3.9 GiB for 8Gi); it grows with the volume.
+    /// (384 MiB for 1Gi, 3.9 GiB for 8Gi); it grows once every volume has
+    /// grown, never for a size the StorageClass refused.
     ///
     /// Otherwise from 16 MiB to 8 GiB, and at most that share of the volume
     /// (refused otherwise). The floor is a sanity bound, not etcd's: the

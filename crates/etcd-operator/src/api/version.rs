@@ -80,7 +80,12 @@ mod tests {
 
         let spec = EtcdClusterSpec::default();
         assert_eq!(spec.image, None);
-        let hash = template_hash(&spec, Transport::Plaintext, None);
+        let hash = template_hash(
+            &spec,
+            spec.quota_backend_bytes(),
+            Transport::Plaintext,
+            None,
+        );
         // The hash reads `spec.image` as written: naming the default image
         // explicitly is another template, leaving it unset is not the
         // default image hashed.
@@ -88,7 +93,15 @@ mod tests {
             image: Some(image(&spec.version)),
             ..spec.clone()
         };
-        assert_ne!(template_hash(&explicit, Transport::Plaintext, None), hash);
+        assert_ne!(
+            template_hash(
+                &explicit,
+                explicit.quota_backend_bytes(),
+                Transport::Plaintext,
+                None
+            ),
+            hash
+        );
         // The hash of a default spec, changed last by `POD_SHAPE` 4 (the
         // corruption checks). If this changes, every member of every existing
         // cluster is restarted, one at a time, when the operator is

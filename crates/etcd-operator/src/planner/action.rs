@@ -291,6 +291,9 @@ pub enum Action {
         ordinal: u32,
         /// Identity annotations.
         identity: MemberIdentity,
+        /// The size it asks for: `storage.size`, or the members' largest
+        /// volume when the spec went below it (volumes never shrink).
+        size: String,
     },
     /// Create the Pod of an ordinal on its existing PVC.
     CreatePod {

@@ -84,6 +84,7 @@ impl<'a> Context<'a> {
             restoring,
             desired_template: crate::api::pod_revision::template_hash(
                 &o.spec,
+                o.quota_backend_bytes(),
                 o.transport.stage,
                 o.tls.as_ref().map(|t| t.revision.as_str()),
             ),

@@ -43,6 +43,7 @@ pub fn decide(cx: &Context<'_>) -> Step {
         super::certificates::rotate_ca,
         super::maintenance::defragment,
         super::transport::refused,
+        super::expansion::volumes_growing,
     ]
     .iter()
     .find_map(|step| step(cx))
@@ -119,6 +120,7 @@ fn bootstrap(cx: &Context<'_>) -> Option<Step> {
                     cluster_token: cx.token.clone(),
                     ..Default::default()
                 },
+                size: cx.o.new_claim_size(),
             });
         }
     }
@@ -564,6 +566,7 @@ fn add_missing_members(cx: &Context<'_>) -> Option<Step> {
             return act(Action::CreatePvc {
                 ordinal,
                 identity: cx.identity_of(ordinal),
+                size: cx.o.new_claim_size(),
             });
         }
         if cx.membership.learners().next().is_some() {

@@ -35,32 +35,75 @@ pub(super) fn expand_volumes(cx: &Context<'_>) -> Option<Step> {
         .map(|(o, _)| *o)
         .collect();
     if let Some(&ordinal) = small.first() {
-        match cx.o.volume_expansion_allowed {
-            Some(true) => {}
-            Some(false) => {
-                return wait(Waiting::NeedsAttention(format!(
-                    "storage.size asks for {} but the StorageClass of the volumes does not allow expansion (allowVolumeExpansion): the volumes keep their size",
-                    human(desired)
-                )));
-            }
-            None => {
-                return wait(Waiting::NeedsAttention(format!(
-                    "storage.size asks for {} but the StorageClass of the volumes could not be read: the volumes keep their size",
-                    human(desired)
-                )));
-            }
+        // A class that refuses to grow its volumes (or cannot be read)
+        // blocks nothing: status says so (`expansion_warning`), the quota
+        // stays sized for the volumes as they are, and every other change
+        // goes on.
+        if cx.o.volume_expansion_allowed != Some(true) {
+            return None;
         }
         // One PVC at a time: the next once the storage provider has
-        // expanded the previous one's volume.
-        if let Some(growing) = provider_working(cx, &claims) {
-            return wait(growing);
+        // expanded the previous one's volume. Meanwhile other work goes on
+        // (the quota follows the volumes only once all have grown), and
+        // a provider that never finishes holds up nothing else.
+        if provider_working(cx, &claims).is_some() {
+            return None;
         }
         return Some(Step::Act(super::Action::ExpandVolume {
             ordinal,
             size: human(desired),
         }));
     }
+    None
+}
+
+/// The wait of a pass with nothing else to do while the storage provider
+/// grows a volume: last in the plan, so that it holds up no other work.
+pub(super) fn volumes_growing(cx: &Context<'_>) -> Option<Step> {
+    let claims: Vec<(u32, PvcState)> = (0..cx.replicas)
+        .filter_map(|o| Some((o, cx.o.objects(o).pvc?)))
+        .filter(|(_, p)| !p.deleting && p.phase == PvcPhase::Bound)
+        .collect();
     provider_working(cx, &claims).map(Step::Wait)
+}
+
+/// What status says of a `storage.size` the volumes do not have and will
+/// not get: a class that does not allow expansion (or could not be read),
+/// and volumes larger than the spec (they never shrink). `None` when the
+/// volumes have, or are growing to, what the spec asks.
+pub fn expansion_warning(cx: &Context<'_>) -> Option<String> {
+    let desired = desired_bytes(cx)?;
+    let have = cx.o.quota_volume_bytes();
+    let above = cx.o.volumes_above_spec();
+    if let Some(largest) = above.iter().map(|(_, bytes)| *bytes).max() {
+        return Some(format!(
+            "storage.size is {} but volumes of {} members are {}: volumes never shrink, so they keep their size and new volumes get {}",
+            human(desired),
+            above.len(),
+            human(largest),
+            human(largest)
+        ));
+    }
+    let small = (0..cx.replicas)
+        .filter_map(|o| cx.o.objects(o).pvc)
+        .filter(|p| !p.deleting && p.phase == PvcPhase::Bound)
+        .any(|p| p.requested.is_some_and(|r| r < desired));
+    if !small {
+        return None;
+    }
+    let why = match cx.o.volume_expansion_allowed {
+        Some(true) => return None,
+        Some(false) => {
+            "the StorageClass of the volumes does not allow expansion (allowVolumeExpansion)"
+        }
+        None => "the StorageClass of the volumes could not be read",
+    };
+    Some(format!(
+        "storage.size asks for {} but {why}: the volumes keep {}, etcd's quota stays sized for them, and other changes go on; set storage.size back to {} to clear this",
+        human(desired),
+        human(have),
+        human(have)
+    ))
 }
 
 /// A volume whose expansion the storage provider has not finished (and
@@ -77,8 +120,4 @@ fn provider_working(cx: &Context<'_>, claims: &[(u32, PvcState)]) -> Option<Wait
             ))
         })
     })
-}
-
-fn wait(waiting: Waiting) -> Option<Step> {
-    Some(Step::Wait(waiting))
 }

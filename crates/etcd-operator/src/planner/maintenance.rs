@@ -117,7 +117,7 @@ pub(super) fn recover_space(cx: &Context<'_>) -> Option<Step> {
 /// Voters whose data (after compaction and defragmentation) fills more of
 /// the quota than NOSPACE may be disarmed at, with the share in percent.
 pub fn data_exceeds_quota(cx: &Context<'_>) -> Vec<(String, i64)> {
-    let spec_quota = cx.o.spec.quota_backend_bytes();
+    let spec_quota = cx.o.quota_backend_bytes();
     cx.membership
         .voters()
         .filter_map(|m| {
@@ -220,7 +220,7 @@ fn fragmented(cx: &Context<'_>, member: &KnownMember) -> bool {
     let quota = if db.quota > 0 {
         db.quota
     } else {
-        cx.o.spec.quota_backend_bytes()
+        cx.o.quota_backend_bytes()
     };
     db.reclaimable() >= min
         && (db.fragmented_percent() >= spec.fragmented_percent
@@ -396,7 +396,7 @@ pub fn space_warnings(cx: &Context<'_>, ordinal: u32, member: Option<&KnownMembe
             let quota = if db.quota > 0 {
                 db.quota
             } else {
-                cx.o.spec.quota_backend_bytes()
+                cx.o.quota_backend_bytes()
             };
             let percent = db.size.saturating_mul(100) / quota.max(1);
             if percent >= QUOTA_PRESSURE_PERCENT && cx.alarms.is_empty() {

@@ -28,6 +28,7 @@ mod status;
 mod step;
 mod survivor;
 mod transport;
+mod volume_size;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -76,6 +76,7 @@ pub fn restore_in_progress(cx: &Context<'_>) -> Option<Step> {
             return Some(Step::Act(Action::CreatePvc {
                 ordinal: survivor,
                 identity: MemberIdentity::default(),
+                size: cx.o.new_claim_size(),
             }));
         }
         return Some(Step::Wait(Waiting::NeedsAttention(format!(

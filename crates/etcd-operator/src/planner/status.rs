@@ -297,7 +297,7 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         restore,
         data_loss,
         rollout,
-        quota_backend_bytes: Some(o.spec.quota_backend_bytes()),
+        quota_backend_bytes: Some(o.quota_backend_bytes()),
         maintenance: super::maintenance::status(cx, step),
         backup: super::backup_health::summary(cx),
         tls: o.tls.as_ref().map(|t| super::certificates::status(cx, t)),
@@ -517,6 +517,7 @@ fn spec_warnings(cx: &Context<'_>) -> String {
             crate::api::tuning::quota_for_volume(volume) >> 20
         ));
     }
+    warnings.extend(super::expansion::expansion_warning(cx));
     if cx
         .o
         .spec

@@ -100,7 +100,7 @@ pub fn plan(
     let step = planned
         .action
         .as_ref()
-        .map(|action| to_step(action, cluster, snapshot, settings));
+        .map(|action| to_step(action, cluster, snapshot, &observed, settings));
     let requeue_after = if step.is_some() {
         // Observe again soon: the next step is planned from what this one
         // changed (a change to a watched object starts a pass sooner).
@@ -220,6 +220,7 @@ fn to_step(
     action: &Action,
     cluster: &EtcdCluster,
     snapshot: &Snapshot,
+    observed: &Observed,
     settings: &BuildSettings,
 ) -> Step {
     let name = cluster.name_any();
@@ -253,9 +254,13 @@ fn to_step(
             pod: pod.then(|| member(*ordinal)),
             labels: resources::member_labels(&name, *ordinal),
         },
-        Action::CreatePvc { ordinal, identity } => Step::Apply(Child::Pvc(Box::new(
-            resources::pvc(cluster, *ordinal, identity),
-        ))),
+        Action::CreatePvc {
+            ordinal,
+            identity,
+            size,
+        } => Step::Apply(Child::Pvc(Box::new(resources::pvc(
+            cluster, *ordinal, identity, size,
+        )))),
         Action::CreatePod {
             ordinal,
             bootstrap,
@@ -272,6 +277,7 @@ fn to_step(
                 placement: placement(cluster, snapshot),
                 etcd_ran_on_volume: false,
                 tls_revision: snapshot.tls.as_ref().map(|t| t.revision.clone()),
+                quota_backend_bytes: Some(observed.quota_backend_bytes()),
             },
         )))),
         Action::DeletePod { ordinal, force, .. } => {

@@ -132,6 +132,7 @@ pub fn pvc(
     cluster: &EtcdCluster,
     ordinal: u32,
     identity: &MemberIdentity,
+    size: &str,
 ) -> PersistentVolumeClaim {
     let name = cluster.name_any();
     let mut metadata = meta(cluster, pvc_name(&name, ordinal), Some(ordinal));
@@ -147,7 +148,7 @@ pub fn pvc(
             resources: Some(VolumeResourceRequirements {
                 requests: Some(BTreeMap::from([(
                     "storage".to_string(),
-                    cluster.spec.storage.size.clone(),
+                    Quantity(size.to_string()),
                 )])),
                 ..VolumeResourceRequirements::default()
             }),
@@ -224,6 +225,7 @@ pub fn etcd_args(
     addressing: &MemberAddressing,
     ordinal: u32,
     bootstrap: &Bootstrap,
+    quota_backend_bytes: i64,
 ) -> Vec<String> {
     let tuning = &cluster.spec.etcd;
     let transport = addressing.transport;
@@ -254,10 +256,7 @@ pub fn etcd_args(
             }
         ),
         format!("--initial-cluster-token={}", bootstrap.token()),
-        format!(
-            "--quota-backend-bytes={}",
-            cluster.spec.quota_backend_bytes()
-        ),
+        format!("--quota-backend-bytes={quota_backend_bytes}"),
         format!(
             "--auto-compaction-mode={}",
             tuning.auto_compaction_mode.flag_value()
@@ -408,6 +407,10 @@ pub struct MemberPodFacts {
     /// What a TLS cluster's members must have loaded (see
     /// `CaSet::revision`), part of the template hash.
     pub tls_revision: Option<String>,
+    /// The quota the members run with (see `Observed::quota_backend_bytes`:
+    /// derived from the volumes they have); `None`: derived from
+    /// `storage.size`.
+    pub quota_backend_bytes: Option<i64>,
 }
 
 /// The member Pod of an ordinal with nothing known beyond the spec: volume
@@ -450,6 +453,9 @@ pub fn member_pod_with(
 ) -> Pod {
     let name = cluster.name_any();
     let template = &cluster.spec.pod;
+    let quota_backend_bytes = facts
+        .quota_backend_bytes
+        .unwrap_or_else(|| cluster.spec.quota_backend_bytes());
     let mut metadata = meta(cluster, member_name(&name, ordinal), Some(ordinal));
     let mut pod_labels = user_labels(&cluster.spec);
     pod_labels.extend(labels(&name, Some(ordinal)));
@@ -459,6 +465,7 @@ pub fn member_pod_with(
         TEMPLATE_HASH_ANNOTATION.to_string(),
         template_hash(
             &cluster.spec,
+            quota_backend_bytes,
             addressing.transport,
             facts.tls_revision.as_deref(),
         ),
@@ -492,7 +499,13 @@ pub fn member_pod_with(
     let mut etcd_command = member_guard_args;
     etcd_command.push("--".to_string());
     etcd_command.push(ETCD_BINARY.to_string());
-    etcd_command.extend(etcd_args(cluster, addressing, ordinal, bootstrap));
+    etcd_command.extend(etcd_args(
+        cluster,
+        addressing,
+        ordinal,
+        bootstrap,
+        quota_backend_bytes,
+    ));
     let guard = Container {
         name: "member-guard".to_string(),
         image: Some(operator_image.to_string()),

@@ -49,7 +49,7 @@ fn peer_service_is_headless_and_publishes_not_ready_addresses() {
 
 #[test]
 fn pvc_carries_identity_and_size() {
-    let pvc = pvc(&cluster(), 1, &identity());
+    let pvc = pvc(&cluster(), 1, &identity(), "1Gi");
     assert_eq!(pvc.metadata.name.as_deref(), Some("data-demo-1"));
     let annotations = pvc.metadata.annotations.expect("annotations");
     assert_eq!(annotations["durable-etcd.io/member-id"], "def");
@@ -132,6 +132,7 @@ fn existing_members_never_get_new() {
         &MemberAddressing::new("demo", "prod"),
         1,
         &bootstrap,
+        cluster().spec.quota_backend_bytes(),
     );
     assert!(args.contains(&"--initial-cluster-state=existing".to_string()));
 }
@@ -493,6 +494,7 @@ fn members_run_the_corruption_checks() {
         &MemberAddressing::new("demo", "prod"),
         1,
         &bootstrap,
+        cluster().spec.quota_backend_bytes(),
     );
     let gates: Vec<&String> = args
         .iter()

@@ -463,22 +463,85 @@ fn a_grown_storage_size_expands_every_volume_and_restarts_members_one_at_a_time(
 }
 
 #[test]
-fn a_class_without_expansion_keeps_the_size_and_says_so() {
+fn a_class_without_expansion_keeps_the_size_says_so_and_blocks_nothing() {
     let mut sim = formed(3);
     sim.expansion_allowed = false;
     let start = sim.actions.len();
     sim.spec.storage.size =
         k8s_openapi::apimachinery::pkg::api::resource::Quantity("2Gi".to_string());
-    sim.run(10);
+    // A change asked at the same time still rolls out.
+    sim.spec.version = "3.7.3".to_string();
+    sim.run(150);
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
     assert!(
         !sim.actions[start..]
             .iter()
             .any(|a| matches!(a, Action::ExpandVolume { .. }))
     );
-    let waiting = sim.last_plan.as_ref().and_then(|p| p.waiting.clone());
+    assert_eq!(
+        rolled(&rollout_actions(&sim, start)).len(),
+        3,
+        "the version rolled out: {:?}",
+        sim.last_plan
+    );
+    assert!(all_on_the_spec(&sim), "{:#?}", sim.pods);
+    // The members run with the quota of the volumes they have (1Gi), not
+    // of the size the class refused.
+    let one_gib = crate::api::tuning::quota_for_volume(1 << 30);
+    assert_eq!(
+        sim.desired_template(),
+        crate::api::pod_revision::template_hash(
+            &sim.spec,
+            one_gib,
+            sim.transport().stage,
+            sim.tls_revision()
+        )
+    );
+    assert_eq!(sim.status.quota_backend_bytes, Some(one_gib));
+    let (available, _, message) = condition(&sim, ConditionType::Available);
+    assert!(available);
     assert!(
-        matches!(&waiting, Some(Waiting::NeedsAttention(m)) if m.contains("does not allow expansion")),
-        "{waiting:?}"
+        message.contains("does not allow expansion")
+            && message.contains("set storage.size back to 1Gi"),
+        "{message}"
+    );
+    // The size goes back to what the volumes have: the warning is gone and
+    // nothing rolls.
+    let before = sim.actions.len();
+    sim.spec.storage.size =
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("1Gi".to_string());
+    sim.run(30);
+    assert!(rolled(&rollout_actions(&sim, before)).is_empty());
+    let (_, _, message) = condition(&sim, ConditionType::Available);
+    assert!(!message.contains("storage.size"), "{message}");
+}
+
+#[test]
+fn a_new_volume_is_never_smaller_than_the_members_volumes() {
+    let mut sim = formed(3);
+    sim.spec.storage.size =
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("2Gi".to_string());
+    sim.run(120);
+    assert!(sim.pvcs.values().all(|p| p.requested == 2 << 30));
+    // The spec goes below the volumes: nothing shrinks, status says so.
+    sim.spec.storage.size =
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("1Gi".to_string());
+    sim.run(10);
+    let (_, _, message) = condition(&sim, ConditionType::Available);
+    assert!(message.contains("volumes never shrink"), "{message}");
+    assert!(sim.pvcs.values().all(|p| p.requested == 2 << 30));
+    // A member whose data is lost gets a volume as large as its peers'.
+    sim.wipe(1);
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(sim.healthy_voters(), 3);
+    assert!(
+        sim.pvcs.values().all(|p| p.requested == 2 << 30),
+        "{:?}",
+        sim.pvcs.values().map(|p| p.requested).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        sim.status.quota_backend_bytes,
+        Some(crate::api::tuning::quota_for_volume(2 << 30))
     );
 }

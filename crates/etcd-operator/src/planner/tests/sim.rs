@@ -1217,6 +1217,7 @@ impl Sim {
     pub fn desired_template(&self) -> String {
         crate::api::pod_revision::template_hash(
             &self.spec,
+            self.observe().quota_backend_bytes(),
             self.transport().stage,
             self.tls_revision(),
         )
@@ -1255,7 +1256,15 @@ impl Sim {
                     p.labels_missing = false;
                 }
             }
-            Action::CreatePvc { ordinal, identity } => {
+            Action::CreatePvc {
+                ordinal,
+                identity,
+                size,
+            } => {
+                let size = crate::api::quantity::bytes(
+                    &k8s_openapi::apimachinery::pkg::api::resource::Quantity(size.clone()),
+                )
+                .unwrap_or_else(|| self.spec_bytes());
                 if self.pvcs.contains_key(ordinal) {
                     self.violation("PVC created twice", &action);
                 }
@@ -1271,8 +1280,8 @@ impl Sim {
                         released: false,
                         labels_missing: false,
                         pv_object_deleted: false,
-                        requested: self.spec_bytes(),
-                        capacity: self.spec_bytes(),
+                        requested: size,
+                        capacity: size,
                         filesystem_resize_pending: false,
                     },
                 );
@@ -1332,6 +1341,7 @@ impl Sim {
                         running: false,
                         template: crate::api::pod_revision::template_hash(
                             &built_from,
+                            self.observe().quota_backend_bytes(),
                             self.transport().stage,
                             self.tls_revision(),
                         ),
