@@ -216,4 +216,61 @@ mod tests {
         assert!(text.contains("\"ETCD_OPERATOR_NAMESPACE\""));
         assert_eq!(deployment["metadata"]["namespace"], "e2e-op");
     }
+
+    /// The default install (`kubectl apply -k deploy/`) watches every
+    /// namespace, so it writes Secrets cluster-wide (a TLS cluster's CA and
+    /// certificates live in the cluster's namespace, which the install
+    /// cannot know). It may never enumerate them: no `list` or `watch` on
+    /// Secrets, so it reads only the Secrets a spec names; no wildcard
+    /// anywhere; no `exec`. And each Secret rule says why it is there.
+    #[test]
+    fn the_default_install_reads_only_named_secrets_and_grants_no_wildcard() {
+        let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+        let text = std::fs::read_to_string(deploy.join("rbac.yaml")).unwrap();
+        let roles: Vec<Value> = documents(&text)
+            .unwrap()
+            .into_iter()
+            .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+            .collect();
+        assert!(!roles.is_empty());
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut secret_verbs = Vec::new();
+        for rule in roles
+            .iter()
+            .flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default())
+        {
+            let (resources, verbs) = (strings(&rule["resources"]), strings(&rule["verbs"]));
+            assert!(
+                !resources
+                    .iter()
+                    .chain(&verbs)
+                    .chain(&strings(&rule["apiGroups"]))
+                    .any(|s| s == "*"),
+                "a wildcard: {rule}"
+            );
+            assert!(!resources.iter().any(|r| r.ends_with("/exec")), "{rule}");
+            if resources.iter().any(|r| r == "secrets") {
+                secret_verbs.extend(verbs);
+            }
+        }
+        assert!(!secret_verbs.is_empty(), "the operator writes TLS Secrets");
+        for verb in ["list", "watch"] {
+            assert!(!secret_verbs.iter().any(|v| v == verb), "{secret_verbs:?}");
+        }
+        // The reason for cluster-wide Secret writes is written beside them.
+        let rule_at = text.find("resources: [\"secrets\"]").unwrap();
+        let comment = &text[rule_at.saturating_sub(1200)..rule_at];
+        assert!(
+            comment.contains("Why cluster-wide:"),
+            "the Secret rule of deploy/rbac.yaml says why it is cluster-wide"
+        );
+    }
 }
