@@ -44,6 +44,7 @@ expected_seconds() {
 	e2e_newest_survivor) echo 114 ;;
 	e2e_backup_restore_waits) echo 110 ;;
 	e2e_tls_migration) echo 106 ;;
+	e2e_tls_member_lost) echo 130 ;;
 	e2e_quiet_operator) echo 84 ;;
 	e2e_node_out_of_service) echo 84 ;;
 	e2e_labels_stripped) echo 84 ;;
