@@ -143,8 +143,13 @@ impl Lab {
             // The node's pods lose their volumes: network volumes no pod
             // elsewhere has mounted are released with them.
             let released = disk::unmount_pod_volumes(&disk.join("pods"));
+            // Its local volumes go with the machine: every mount cut, loop
+            // device detached, image removed. (Deleting the Node object
+            // alone, with the machine alive, leaves them as they are.)
+            let destroyed = destroy_local_volumes(&disk.join("volumes"));
             crate::teardown::unmount_under(&disk)?;
             released?;
+            destroyed?;
             std::fs::remove_dir_all(&disk).context(|| format!("remove {}", disk.display()))?;
         }
         let nodes: Api<Node> = Api::all(client);
@@ -507,6 +512,21 @@ fn flip_bytes(path: &Path) -> Result<()> {
 pub fn parse_partition(kind: &str) -> Result<PartitionKind> {
     kind.parse()
         .map_err(|e: network::NetworkError| LabError::Invalid(e.to_string()))
+}
+
+/// Destroys every local volume in a node's volume directory (each a
+/// directory with its image beside it).
+fn destroy_local_volumes(volumes: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(volumes) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            disk::destroy(&path)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

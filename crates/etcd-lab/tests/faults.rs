@@ -56,6 +56,7 @@ fn faults_are_real_and_kubernetes_reacts_to_them() {
         ctx.stopped_node().await;
         ctx.volume_corrupt_and_wipe().await;
         ctx.out_of_service().await;
+        node_object_deleted(&ctx, &lab).await;
         deleted_node(&ctx, &mut lab).await;
     });
     drop(runtime);
@@ -359,6 +360,60 @@ impl<'a> Ctx<'a> {
             "the volume is empty"
         );
     }
+}
+
+/// The local volume of a pod's claim, by its PV.
+async fn local_volume_of(lab: &Lab, claim: &str) -> std::path::PathBuf {
+    let client = lab.kube_client().await.expect("client");
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let volume = claims
+        .get(claim)
+        .await
+        .expect("pvc")
+        .spec
+        .and_then(|s| s.volume_name)
+        .expect("bound");
+    Api::<PersistentVolume>::all(client)
+        .get(&volume)
+        .await
+        .expect("pv")
+        .spec
+        .and_then(|s| s.local)
+        .map(|l| std::path::PathBuf::from(l.path))
+        .expect("a lab-local volume")
+}
+
+/// Someone deletes a Node object (`kubectl delete node`) while the machine
+/// lives on: its local volumes keep their data, and its agent registers
+/// the Node again, as a kubelet does.
+async fn node_object_deleted(ctx: &Ctx<'_>, lab: &Lab) {
+    let node = ctx.node_of("web-2").await;
+    let local_path = local_volume_of(lab, "data-web-2").await;
+    let on_volume = |f: fn(&std::path::Path) -> std::io::Result<Vec<u8>>| {
+        etcd_lab_node::volume::disk::with_mounted(&local_path, |dir| f(&dir.join("kept")))
+            .expect("the volume mounts")
+    };
+    on_volume(|marker| std::fs::write(marker, b"still here").map(|()| Vec::new()))
+        .expect("write into the volume");
+    ctx.nodes
+        .delete(&node, &kube::api::DeleteParams::default())
+        .await
+        .expect("delete the Node object");
+    wait_until(
+        "the node agent to register the Node again",
+        Duration::from_secs(120),
+        || async { ctx.nodes.get_opt(&node).await.ok()?.map(|_| ()) },
+    )
+    .await;
+    ctx.wait_node(&node, true, Duration::from_secs(60)).await;
+    // Give a controller that would react to the deletion time to do so.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        on_volume(|marker| std::fs::read(marker)).expect("the volume's data is kept"),
+        b"still here"
+    );
+    on_volume(|marker| std::fs::remove_file(marker).map(|()| Vec::new()))
+        .expect("remove the marker");
 }
 
 async fn deleted_node(ctx: &Ctx<'_>, lab: &mut Lab) {

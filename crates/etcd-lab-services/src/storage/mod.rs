@@ -8,7 +8,10 @@
 //! - [`reclaim`]: deletion of released volumes and their data;
 //! - [`attacher`]: VolumeAttachments of `network.etcd-lab.dev`
 //!   (external-attacher);
-//! - [`node_cleanup`]: a deleted node loses its local volumes.
+//!
+//! A deleted Node object takes no volume with it: the machine and its
+//! disks may live on (its agent registers the Node again). A machine gone
+//! for good (`etcd-lab node delete`) destroys its local volumes itself.
 //!
 //! Every volume is a disk image holding an ext4 filesystem of the claim's
 //! size (`etcd_lab_node::volume::disk`): this process creates, grows and
@@ -21,7 +24,6 @@ pub mod attacher;
 pub mod classes;
 mod controller;
 pub mod layout;
-pub mod node_cleanup;
 pub mod provisioner;
 pub mod reclaim;
 pub mod volume;
@@ -95,8 +97,7 @@ pub async fn run(client: kube::Client, lab_dir: PathBuf) -> Result<(), StorageEr
     tokio::join!(
         provisioner::run(ctx.clone()),
         reclaim::run(ctx.clone()),
-        attacher::run(ctx.clone()),
-        node_cleanup::run(ctx),
+        attacher::run(ctx),
     );
     Ok(())
 }
