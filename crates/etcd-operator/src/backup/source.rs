@@ -3,7 +3,8 @@
 //! A follower is preferred: streaming a large database costs the serving
 //! member disk reads and network, and the leader has the most to do. The
 //! leader serves only when no follower is healthy. Learners are never used
-//! (they may lag).
+//! (they may lag), nor a member whose keyspace hash differs from the
+//! majority's (see [`super::agreement`]).
 
 use std::fmt;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use etcd_client::{Client, ConnectOptions, SnapshotStreaming};
 use futures::future::join_all;
 
 use super::BackupError;
+use super::agreement::{Agreement, KeyspaceHash};
 use crate::etcd::{ConnectSettings, format_id, with_tls};
 
 /// Why asking an endpoint for its status did not give a usable answer.
@@ -50,6 +52,27 @@ pub enum SourceRefusal {
     /// It knows no leader.
     #[error("knows no leader")]
     NoLeader,
+    /// Its keyspace differs from the majority's at the same revision: its
+    /// data is damaged (rule 15).
+    #[error(
+        "its keyspace hash at revision {revision} is {hash:#010x} where the majority's is {majority:#010x}: its data differs from its peers'"
+    )]
+    Disagrees {
+        /// The revision hashed.
+        revision: i64,
+        /// Its hash.
+        hash: u32,
+        /// The majority's.
+        majority: u32,
+    },
+    /// Its agreement with its peers could not be checked.
+    #[error("its data could not be compared with its peers' at revision {revision}: {reason}")]
+    NotCompared {
+        /// The revision hashed.
+        revision: i64,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Every endpoint asked and why none can serve a snapshot; shown as
@@ -115,34 +138,107 @@ pub async fn choose_source(
     settings: &ConnectSettings,
 ) -> Result<SnapshotSource, BackupError> {
     let probes = join_all(endpoints.iter().map(|e| probe(e, settings))).await;
-    choose(endpoints.iter().cloned().zip(probes)).map_err(BackupError::NoSnapshotSource)
+    let (usable, mut refusals) = usable_voters(endpoints.iter().cloned().zip(probes));
+    let (agreeing, disagreeing) = agreeing_voters(usable, settings).await;
+    refusals.extend(disagreeing);
+    choose(agreeing, refusals).map_err(BackupError::NoSnapshotSource)
 }
 
-/// The source among the answers of every endpoint ([`prefer_follower`]),
-/// or why each endpoint cannot serve.
-fn choose(
+/// The members that answered their status as voters that know a leader,
+/// and why each other endpoint cannot serve.
+fn usable_voters(
     probes: impl IntoIterator<Item = (String, Result<SnapshotSource, ProbeError>)>,
-) -> Result<SnapshotSource, SourceRefusals> {
+) -> (Vec<SnapshotSource>, Vec<(String, SourceRefusal)>) {
     let mut usable = Vec::new();
     let mut refusals = Vec::new();
     for (endpoint, probe) in probes {
         match probe {
+            Ok(source) if source.is_learner => refusals.push((endpoint, SourceRefusal::Learner)),
+            Ok(source) if source.leader == 0 => refusals.push((endpoint, SourceRefusal::NoLeader)),
             Ok(source) => usable.push(source),
             Err(error) => refusals.push((endpoint, error.into())),
         }
     }
-    if let Some(source) = prefer_follower(&usable) {
-        return Ok(source.clone());
+    (usable, refusals)
+}
+
+/// Hashes every usable voter's keyspace at the lowest revision they all
+/// have applied and keeps those that agree with the majority.
+async fn agreeing_voters(
+    usable: Vec<SnapshotSource>,
+    settings: &ConnectSettings,
+) -> (Vec<SnapshotSource>, Vec<(String, SourceRefusal)>) {
+    let Some(revision) = usable.iter().map(|s| s.revision).min() else {
+        return (usable, Vec::new());
+    };
+    let hashes = join_all(
+        usable
+            .iter()
+            .map(|s| keyspace_hash(&s.endpoint, revision, settings)),
+    )
+    .await;
+    let compared = super::agreement::compare(
+        &usable
+            .iter()
+            .map(|s| s.member_id)
+            .zip(hashes)
+            .collect::<Vec<_>>(),
+    );
+    let mut agreeing = Vec::new();
+    let mut refusals = Vec::new();
+    for (source, (_, agreement)) in usable.into_iter().zip(compared) {
+        match agreement {
+            Agreement::Agrees => agreeing.push(source),
+            Agreement::Disagrees { hash, majority } => refusals.push((
+                source.endpoint,
+                SourceRefusal::Disagrees {
+                    revision,
+                    hash,
+                    majority,
+                },
+            )),
+            Agreement::Unknown(reason) => refusals.push((
+                source.endpoint,
+                SourceRefusal::NotCompared { revision, reason },
+            )),
+        }
     }
-    for source in usable {
-        let refusal = if source.is_learner {
-            SourceRefusal::Learner
-        } else {
-            SourceRefusal::NoLeader
-        };
-        refusals.push((source.endpoint, refusal));
+    (agreeing, refusals)
+}
+
+async fn keyspace_hash(
+    endpoint: &str,
+    revision: i64,
+    settings: &ConnectSettings,
+) -> Result<KeyspaceHash, String> {
+    let options = ConnectOptions::new()
+        .with_connect_timeout(settings.connect_timeout)
+        .with_timeout(settings.request_timeout);
+    let options = with_tls(options, settings.tls.as_deref());
+    let request = async {
+        let mut client = Client::connect([endpoint], Some(options)).await?;
+        client.hash_kv(revision).await
+    };
+    let response = tokio::time::timeout(settings.request_timeout, request)
+        .await
+        .map_err(|_| format!("no hash within {:?}", settings.request_timeout))?
+        .map_err(|e| e.to_string())?;
+    Ok(KeyspaceHash {
+        hash: response.hash(),
+        compact_revision: response.compact_version(),
+    })
+}
+
+/// The source among the voters that agree ([`prefer_follower`]), or why
+/// each endpoint cannot serve.
+fn choose(
+    agreeing: Vec<SnapshotSource>,
+    refusals: Vec<(String, SourceRefusal)>,
+) -> Result<SnapshotSource, SourceRefusals> {
+    match prefer_follower(&agreeing) {
+        Some(source) => Ok(source.clone()),
+        None => Err(SourceRefusals(refusals)),
     }
-    Err(SourceRefusals(refusals))
 }
 
 async fn probe(endpoint: &str, settings: &ConnectSettings) -> Result<SnapshotSource, ProbeError> {
@@ -291,9 +387,18 @@ mod tests {
         assert_eq!(prefer_follower(&candidates), None);
     }
 
+    /// `choose` as `choose_source` calls it, with the agreement already
+    /// decided.
+    fn choose_from(
+        probes: Vec<(String, Result<SnapshotSource, ProbeError>)>,
+    ) -> Result<SnapshotSource, SourceRefusals> {
+        let (usable, refusals) = usable_voters(probes);
+        choose(usable, refusals)
+    }
+
     #[test]
     fn every_endpoint_says_why_it_cannot_serve() {
-        let refusals = choose([
+        let refusals = choose_from(vec![
             (
                 "http://m1".to_string(),
                 Err(ProbeError::Timeout {
@@ -316,7 +421,7 @@ mod tests {
             refusals.to_string(),
             "http://m1: no answer within 2s; http://m2: knows no leader; http://m4: a learner"
         );
-        let none = choose([]).expect_err("no endpoints");
+        let none = choose_from(Vec::new()).expect_err("no endpoints");
         assert_eq!(none.to_string(), "no endpoints");
         let error = BackupError::NoSnapshotSource(none);
         assert_eq!(
@@ -325,12 +430,25 @@ mod tests {
         );
         assert_eq!(error.category(), BackupErrorCategory::Transient);
 
-        let chosen = choose([
+        let chosen = choose_from(vec![
             ("http://m1".to_string(), Err(ProbeError::NoHeader)),
             ("http://m3".to_string(), Ok(source(3, 1, 49, false))),
         ])
         .expect("a follower");
         assert_eq!(chosen.member_id, 3);
+    }
+
+    #[test]
+    fn a_member_that_disagrees_says_so() {
+        let refusal = SourceRefusal::Disagrees {
+            revision: 120,
+            hash: 0x1234,
+            majority: 0xabcd,
+        };
+        assert_eq!(
+            refusal.to_string(),
+            "its keyspace hash at revision 120 is 0x00001234 where the majority's is 0x0000abcd: its data differs from its peers'"
+        );
     }
 
     fn settings(request_timeout: Duration) -> ConnectSettings {
