@@ -31,6 +31,14 @@ pub const MEMBER_ID_ANNOTATION: &str = "durable-etcd.io/member-id";
 /// Set to `"true"` on a PVC that a restore kept (it holds a survivor's data
 /// of a lost incarnation) to let the operator delete it.
 pub const RELEASE_DATA_ANNOTATION: &str = "durable-etcd.io/release-retained-data";
+/// PersistentVolume annotation: the volume holds a member's data that etcd
+/// found damaged, with the evidence. The operator sets it, with the reclaim
+/// policy `Retain`, before the member is rebuilt on a new volume: the
+/// damaged volume is kept until a person deletes the PersistentVolume.
+pub const DAMAGED_DATA_ANNOTATION: &str = "durable-etcd.io/damaged-data";
+/// PersistentVolume annotation set with [`DAMAGED_DATA_ANNOTATION`]: the
+/// claim (`<namespace>/<name>`) and member the volume was set aside from.
+pub const SET_ASIDE_FROM_ANNOTATION: &str = "durable-etcd.io/set-aside-from";
 
 /// The identity a member's data carries: written to the PVC annotations and
 /// to the marker file next to the data dir.

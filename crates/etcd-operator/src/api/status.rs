@@ -553,6 +553,9 @@ pub enum ConditionType {
     Paused,
     /// Every backup schedule of the cluster is fresh.
     BackupReady,
+    /// Volumes holding members' data that etcd found damaged are kept for
+    /// a person (their PersistentVolumes, reclaim policy `Retain`).
+    DamagedDataKept,
 }
 
 impl ConditionType {
@@ -566,6 +569,7 @@ impl ConditionType {
             Self::MajorityDataLost => "MajorityDataLost",
             Self::Paused => "Paused",
             Self::BackupReady => "BackupReady",
+            Self::DamagedDataKept => "DamagedDataKept",
         }
     }
 }

@@ -41,6 +41,9 @@ pub enum ActionKind {
     CompactHistory,
     /// etcd's NOSPACE alarm disarmed once the space is back.
     DisarmNoSpace,
+    /// A volume holding damaged data kept for a person (its
+    /// PersistentVolume reclaimed by `Retain`) before its member is rebuilt.
+    SetVolumeAside,
     /// One step of a CA rotation taken (the members then restart onto it).
     RotateCa,
     /// One member's peer URL changed in etcd while TLS is turned on.
@@ -76,7 +79,7 @@ pub struct ActionRow {
 
 impl ActionKind {
     /// Every kind, in the order of the table.
-    pub const ALL: [ActionKind; 30] = [
+    pub const ALL: [ActionKind; 31] = [
         Self::CreatePeerService,
         Self::CreateClientService,
         Self::ApplyPodDisruptionBudget,
@@ -105,6 +108,7 @@ impl ActionKind {
         Self::DefragmentMember,
         Self::CompactHistory,
         Self::DisarmNoSpace,
+        Self::SetVolumeAside,
         Self::RotateCa,
         Self::UpdatePeerUrl,
     ];
@@ -161,6 +165,7 @@ impl ActionKind {
             Self::DefragmentMember => ("DefragmentMember", "MemberDefragmented", Normal, false),
             Self::CompactHistory => ("CompactHistory", "HistoryCompacted", Warning, false),
             Self::DisarmNoSpace => ("DisarmNoSpace", "NoSpaceDisarmed", Normal, false),
+            Self::SetVolumeAside => ("SetVolumeAside", "DamagedVolumeSetAside", Warning, false),
             Self::RotateCa => ("RotateCa", "CaRotationStepTaken", Normal, false),
             Self::UpdatePeerUrl => ("UpdatePeerUrl", "PeerUrlUpdated", Normal, true),
         };
@@ -480,6 +485,17 @@ pub enum Action {
         /// The members the alarms name.
         members: Vec<MemberId>,
     },
+    /// Keep the volume of a member whose data etcd found damaged for a
+    /// person: its PersistentVolume is reclaimed by `Retain` and annotated
+    /// with the evidence, so the member can be rebuilt on a new volume.
+    SetVolumeAside {
+        /// The member's ordinal.
+        ordinal: u32,
+        /// The PersistentVolume.
+        volume: String,
+        /// What etcd said of the data.
+        evidence: String,
+    },
     /// Take the next step of a CA rotation (every member runs what the last
     /// one asked for).
     RotateCa {
@@ -533,6 +549,7 @@ impl Action {
             Self::DefragmentMember { .. } => ActionKind::DefragmentMember,
             Self::CompactHistory { .. } => ActionKind::CompactHistory,
             Self::DisarmNoSpace { .. } => ActionKind::DisarmNoSpace,
+            Self::SetVolumeAside { .. } => ActionKind::SetVolumeAside,
             Self::RotateCa { .. } => ActionKind::RotateCa,
             Self::UpdatePeerUrl { .. } => ActionKind::UpdatePeerUrl,
         }
@@ -704,6 +721,14 @@ impl Action {
             Self::UpdatePeerUrl { name, from, to, .. } => format!(
                 "turning TLS on: changing the peer URL of {name} from {} to {to}",
                 from.join(",")
+            ),
+            Self::SetVolumeAside {
+                ordinal,
+                volume,
+                evidence,
+            } => format!(
+                "keeping volume {volume} of {} for a person (reclaim policy Retain): etcd found its data damaged ({evidence}); the member is rebuilt from its healthy peers on a new volume",
+                member(ordinal)
             ),
             Self::DisarmNoSpace { members } => format!(
                 "disarming NOSPACE ({}): the space is back and writes are taken again",

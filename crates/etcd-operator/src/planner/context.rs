@@ -1,7 +1,7 @@
 //! What a pass derives once from its observation: the [`Context`] every
 //! step reads.
 
-use super::evidence::{data_gone, local_volume_on_deleted_node};
+use super::evidence::{damaged_data, data_gone, local_volume_on_deleted_node};
 use super::membership::{KnownMember, Membership, Source};
 use super::observed::{Observed, PodPhase};
 use crate::api::identity::{MemberIdentity, parse_id};
@@ -117,6 +117,22 @@ impl<'a> Context<'a> {
     /// volumes kept aside alike.
     pub fn data_gone(&self, ordinal: u32) -> Option<String> {
         let member = self.membership.of_ordinal(ordinal);
+        // Rule 15: damaged data is gone for the member once it is kept
+        // for a person (its volume set aside) or a person released it.
+        if let Some(damage) = self.damage(ordinal)
+            && let Some(pvc) = self.o.objects(ordinal).pvc
+        {
+            if pvc.set_aside {
+                return Some(format!(
+                    "its data is damaged ({damage}); its volume is set aside for a person"
+                ));
+            }
+            if pvc.released || pvc.deleting {
+                return Some(format!(
+                    "its data is damaged ({damage}) and a person released its volume"
+                ));
+            }
+        }
         // Rule 10: a member whose etcd answers healthy from its own data is
         // never lost, whatever the objects around it say (stripped labels,
         // a deleted Node object, a PV deleted under Retain, a stale
@@ -146,6 +162,16 @@ impl<'a> Context<'a> {
             }
             _ => None,
         }
+    }
+
+    /// Rule 15: what etcd said of the data of `ordinal`'s member if it found
+    /// it damaged: its initial corruption check refused the data at start
+    /// (the data differs from its peers' at the same revision). A CORRUPT
+    /// alarm raised while members run is reported by its own step: every
+    /// member answers unhealthy under it, so no change is within quorum
+    /// until a person acts.
+    pub fn damage(&self, ordinal: u32) -> Option<String> {
+        damaged_data(&self.o.objects(ordinal)).map(str::to_string)
     }
 
     /// Whether a deleted Node counts as the loss of the node-local volume of

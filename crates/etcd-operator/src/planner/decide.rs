@@ -28,13 +28,13 @@ pub fn decide(cx: &Context<'_>) -> Step {
         super::maintenance::corrupt_alarm,
         without_quorum,
         super::maintenance::recover_space,
+        super::damage::set_damaged_volumes_aside,
         learner_in_progress,
         replace_lost_members,
         pdb,
         add_missing_members,
         scale_down,
         // Data kept for a person comes first: a rollout waits for it.
-        damaged_members,
         retained_data,
         super::expansion::expand_volumes,
         super::rollout::update_pod_metadata,
@@ -381,34 +381,6 @@ fn restore_from_backup_in_place(cx: &Context<'_>, choice: &SurvivorChoice) -> Op
     }))
 }
 
-/// Rule 15: a member whose data etcd found damaged (its initial corruption
-/// check: the data differs from its peers' at the same revision) is named
-/// with the evidence and kept as it is: nothing is deleted or rolled until
-/// a person releases its volume; then it is replaced like a member whose
-/// data is lost, learner first, within quorum.
-fn damaged_members(cx: &Context<'_>) -> Option<Step> {
-    let damaged: Vec<String> = cx
-        .membership
-        .members
-        .iter()
-        .filter_map(|m| m.ordinal)
-        .filter(|&o| cx.data_gone(o).is_none())
-        .filter_map(|o| {
-            let objects = cx.o.objects(o);
-            let damage = super::evidence::damaged_data(&objects)?;
-            Some(format!("{} ({damage})", cx.name(o)))
-        })
-        .collect();
-    if damaged.is_empty() {
-        return None;
-    }
-    wait(Waiting::NeedsAttention(format!(
-        "etcd found the data of {} damaged: it differs from the other members' at the same revision, so etcd refuses to serve it. The volume is kept as it is; to rebuild the member from its healthy peers (learner first, within quorum), annotate its PVC with {}=true (a copy of the damaged volume first if it is wanted)",
-        damaged.join(", "),
-        crate::api::identity::RELEASE_DATA_ANNOTATION
-    )))
-}
-
 /// The token of the incarnation after `token`: `<token>-r<n>`.
 fn next_token(token: &str, _previous: &str) -> String {
     match token
@@ -709,11 +681,5 @@ fn retained_data(cx: &Context<'_>) -> Option<Step> {
 /// Whether removing voter `id` leaves a membership whose healthy voters
 /// still make a quorum of it (and leaves a membership at all).
 fn removal_keeps_quorum(cx: &Context<'_>, id: u64) -> bool {
-    let remaining = cx.membership.voter_count() - 1;
-    let healthy_remaining = cx
-        .membership
-        .voters()
-        .filter(|m| m.id != id && m.healthy)
-        .count();
-    remaining > 0 && healthy_remaining >= quorum(remaining)
+    cx.membership.removal_keeps_quorum(id)
 }

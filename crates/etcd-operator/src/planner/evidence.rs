@@ -28,14 +28,8 @@ pub fn data_gone(
     if let Some(refusal) = objects.pod.as_ref().and_then(|p| p.guard_refusal.as_ref()) {
         return Some(format!("member-guard refused: {}", refusal.describe()));
     }
-    // Damaged data is kept until a person lets it go (rule 15).
-    if let Some(damage) = damaged_data(objects)
-        && pvc.released
-    {
-        return Some(format!(
-            "its data is damaged ({damage}) and a person released its volume"
-        ));
-    }
+    // Damaged data (rule 15) is judged by `Context::data_gone`, which also
+    // knows etcd's alarms.
     None
 }
 

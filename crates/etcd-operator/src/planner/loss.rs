@@ -114,7 +114,9 @@ pub fn backup_restore_held(
         return Some(how_to_approve);
     }
     match choice {
-        SurvivorChoice::NoSurvivor => None,
+        SurvivorChoice::NoSurvivor => {
+            damaged_survivors_beyond_backups(cx).map(|why| format!("{why}; {how_to_approve}"))
+        }
         SurvivorChoice::Unreadable { unreadable, .. } => Some(format!(
             "a backup restore waits while survivors {} keep their volumes but cannot be read: their data may be newer than the backups; {how_to_approve}",
             unreadable.join(", ")
@@ -134,6 +136,36 @@ pub fn backup_restore_held(
             }
         }
     }
+}
+
+/// Rule 15 with rule 11: data etcd found damaged never seeds a restore,
+/// but it may still hold writes the backups lack; an automatic backup
+/// restore waits for a person while a damaged survivor's revision (read
+/// now, or last reported) is beyond what the backups reach or unknown.
+fn damaged_survivors_beyond_backups(cx: &Context<'_>) -> Option<String> {
+    let reach = backup_reach(cx);
+    let beyond: Vec<String> = super::survivor::survivor_readings(cx, &lost_voters(cx))
+        .into_iter()
+        .filter(|s| cx.damage(s.ordinal).is_some())
+        .filter_map(|s| {
+            let revision = s.revision.or(s.last_seen_revision);
+            match (revision, reach) {
+                (Some(revision), Some(reach)) if reach >= revision => None,
+                (revision, _) => Some(format!(
+                    "{} (revision {})",
+                    s.name,
+                    revision.map_or("unknown".to_string(), |r| r.to_string())
+                )),
+            }
+        })
+        .collect();
+    (!beyond.is_empty()).then(|| {
+        format!(
+            "the data of survivors {} is damaged but may hold writes beyond the backups ({}): a person decides",
+            beyond.join(", "),
+            reach.map_or("reach an unknown revision".to_string(), |r| format!("reach revision {r}"))
+        )
+    })
 }
 
 /// The voters whose data is known lost, each with its evidence.

@@ -248,6 +248,14 @@ impl Membership {
         voters <= 1 || self.voters().filter(|m| m.id != id && m.healthy).count() >= quorum(voters)
     }
 
+    /// Whether removing voter `id` leaves a quorum of healthy voters of the
+    /// smaller cluster.
+    pub fn removal_keeps_quorum(&self, id: MemberId) -> bool {
+        let remaining = self.voter_count().saturating_sub(1);
+        let healthy_remaining = self.voters().filter(|m| m.id != id && m.healthy).count();
+        remaining > 0 && healthy_remaining >= quorum(remaining)
+    }
+
     /// The ordinals of the membership, sorted.
     pub fn ordinals(&self) -> Vec<u32> {
         let mut ordinals: Vec<u32> = self.members.iter().filter_map(|m| m.ordinal).collect();

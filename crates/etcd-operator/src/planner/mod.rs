@@ -14,6 +14,7 @@ mod action;
 mod backup_health;
 mod certificates;
 mod context;
+mod damage;
 mod decide;
 mod evidence;
 mod expansion;
@@ -39,8 +40,8 @@ pub use action::{Action, ActionEvent, ActionKind, ActionRow, Bootstrap};
 pub use context::first_token_of;
 pub use membership::{HEALTH_STABILITY, quorum};
 pub use observed::{
-    Children, GuardRefusal, NodeState, Observed, OrdinalObjects, PodPhase, PodState, PvcPhase,
-    PvcState, RestorePodState, ScheduleSummary, TemplateMetadata, TlsObservation,
+    Children, GuardRefusal, LogTail, NodeState, Observed, OrdinalObjects, PodPhase, PodState,
+    PvcPhase, PvcState, RestorePodState, ScheduleSummary, TemplateMetadata, TlsObservation,
     TransportObservation, VolumeKind, VolumeSpace,
 };
 pub use release::{Release, ReleaseStep};

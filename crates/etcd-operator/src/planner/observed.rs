@@ -41,6 +41,9 @@ pub struct Observed {
     /// Objects under a name this cluster needs that it does not own
     /// (`Kind/name`): never taken over.
     pub unowned: Vec<String>,
+    /// Volumes holding members' data that etcd found damaged, set aside
+    /// for a person (rule 15), each described in one line.
+    pub damaged_volumes_kept: Vec<String>,
     /// Members may share a node although their volumes are (or may be)
     /// node-local: the user chose `memberSpreading: Preferred`.
     pub members_may_share_a_node: bool,
@@ -51,6 +54,9 @@ pub struct Observed {
     /// What each member Pod's `volume-usage` sidecar said about its
     /// volume's filesystem, by ordinal (absent when it did not answer).
     pub volume_usage: BTreeMap<u32, VolumeSpace>,
+    /// What each member's write-ahead log holds, read from its volume
+    /// while quorum is not reachable, by ordinal (rule 11).
+    pub log_tails: BTreeMap<u32, LogTail>,
     /// The `EtcdBackupSchedule`s of the namespace that name this cluster,
     /// as their status says.
     pub backup_schedules: Vec<ScheduleSummary>,
@@ -176,6 +182,18 @@ pub struct OrdinalObjects {
     pub pod: Option<PodState>,
 }
 
+/// What a member's write-ahead log holds: the index and term of its last
+/// entry, what raft compares to tell the more up-to-date of two logs. An
+/// entry there may have been acknowledged to a client although the member
+/// had not yet learnt that it was committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogTail {
+    /// Index of the last entry.
+    pub last_index: u64,
+    /// Term of the last entry.
+    pub last_term: u64,
+}
+
 /// A member's PersistentVolumeClaim.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PvcState {
@@ -188,6 +206,12 @@ pub struct PvcState {
     pub identity: MemberIdentity,
     /// Where its volume lives.
     pub volume: VolumeKind,
+    /// The PersistentVolume it is bound to.
+    pub volume_name: Option<String>,
+    /// Its PersistentVolume is set aside as damaged data (rule 15): it
+    /// carries the damage annotation and the reclaim policy `Retain`, so
+    /// deleting this PVC keeps the volume for a person.
+    pub set_aside: bool,
     /// Found by its name, not by the cluster's labels: someone removed or
     /// changed them. It is still this member's PVC; the labels go back.
     pub labels_missing: bool,

@@ -203,6 +203,23 @@ pub fn build(cx: &Context<'_>, step: &Step) -> EtcdClusterStatus {
         backup_reason,
         backup_message,
     );
+    set(
+        ConditionType::DamagedDataKept,
+        !o.damaged_volumes_kept.is_empty(),
+        if o.damaged_volumes_kept.is_empty() {
+            "AsExpected"
+        } else {
+            "DamagedVolumesSetAside"
+        },
+        if o.damaged_volumes_kept.is_empty() {
+            "no damaged data is kept".to_string()
+        } else {
+            format!(
+                "kept for a person, the members were rebuilt: {}; delete a PersistentVolume once its data is no longer wanted",
+                o.damaged_volumes_kept.join("; ")
+            )
+        },
+    );
     let (progressing, reason, message) = progress(cx, step);
     set(ConditionType::Progressing, progressing, reason, message);
     set(

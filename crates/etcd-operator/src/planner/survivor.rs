@@ -3,6 +3,7 @@
 
 use super::context::Context;
 use super::membership::{KnownMember, Source};
+use super::observed::LogTail;
 use crate::api::RecoveryPolicy;
 
 /// A member whose data survived the loss of a majority.
@@ -21,10 +22,15 @@ pub struct Survivor {
     /// The revision it last reported (status), for a person choosing a
     /// survivor that cannot be read now.
     pub last_seen_revision: Option<i64>,
+    /// What its write-ahead log holds, read from its volume in this pass
+    /// (also when its etcd does not answer).
+    pub log: Option<LogTail>,
 }
 
-/// Which survivor a restore starts from (rule 11): the one with the highest
-/// committed raft index among every survivor whose volume exists.
+/// Which survivor a restore starts from (rule 11): the one whose log is the
+/// most up to date (last entry's term, then index) among every survivor
+/// whose volume exists, or, while a log cannot be read, the highest
+/// committed raft index.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SurvivorChoice {
     /// Every survivor answered; this one holds the newest data.
@@ -56,10 +62,14 @@ impl SurvivorChoice {
     pub fn describe(&self) -> String {
         match self {
             Self::Newest(s) => format!(
-                "newest survivor {} at revision {} (raft index {})",
+                "newest survivor {} at revision {} (raft index {}{})",
                 s.name,
                 s.revision.map_or("unknown".to_string(), |r| r.to_string()),
                 s.raft_index.map_or("unknown".to_string(), |r| r.to_string()),
+                s.log.map_or(String::new(), |l| format!(
+                    "; its log holds entries to index {} of term {}",
+                    l.last_index, l.last_term
+                )),
             ),
             Self::Unreadable {
                 newest_readable,
@@ -107,6 +117,7 @@ fn survivor_of(cx: &Context<'_>, member: &KnownMember, ordinal: u32) -> Survivor
             .iter()
             .find(|m| m.name == cx.name(ordinal))
             .and_then(|m| m.revision),
+        log: cx.o.log_tails.get(&ordinal).copied(),
     }
 }
 
@@ -134,10 +145,17 @@ fn damaged_members(cx: &Context<'_>) -> Vec<u64> {
     alarmed.chain(refused).collect()
 }
 
-/// Rule 11: the newest survivor is the one with the highest committed raft
-/// index (then revision) among *all* voters whose data was not lost; while
-/// one of them cannot be read, the newest is unknown. What status recorded
-/// earlier is not a reading: only what a member answered in this pass.
+/// Rule 11: the newest survivor is the one whose write-ahead log is the most
+/// up to date (its last entry's term, then index: raft's own comparison)
+/// among *all* voters whose data was not lost, each log read from its
+/// volume in this pass. A log may hold entries acknowledged to clients that
+/// the member had not yet learnt were committed (etcd persists the commit
+/// index lazily), so the committed index alone can rank a survivor that
+/// holds less above one that holds more; the restore then commits the
+/// chosen survivor's log tail. While a log cannot be read, the highest
+/// committed raft index (then revision) of members that answer ranks them;
+/// while one of them answers neither, the newest is unknown. What status
+/// recorded earlier is not a reading: only what was read in this pass.
 pub fn choose_survivor(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> SurvivorChoice {
     let all = survivor_readings(cx, lost);
     let newest = |list: &[&Survivor]| -> Option<Survivor> {
@@ -152,6 +170,21 @@ pub fn choose_survivor(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> Sur
         .into_iter()
         .filter(|s| !damaged.contains(&s.id))
         .collect();
+    if !all.is_empty() && all.iter().all(|s| s.log.is_some()) {
+        return all
+            .iter()
+            .max_by_key(|s| {
+                (
+                    s.log.map(|l| (l.last_term, l.last_index)),
+                    s.raft_index,
+                    s.revision,
+                    std::cmp::Reverse(s.ordinal),
+                )
+            })
+            .map_or(SurvivorChoice::NoSurvivor, |s| {
+                SurvivorChoice::Newest(s.clone())
+            });
+    }
     let readable: Vec<&Survivor> = all.iter().filter(|s| s.raft_index.is_some()).collect();
     let unreadable: Vec<String> = all
         .iter()

@@ -11,6 +11,8 @@
 //!   Pod's builder needs without knowing the steps themselves;
 //! - [`volume_usage`]: the versioned document of how full a member's volume
 //!   is, which the `volume-usage` sidecar serves and the operator reads;
+//! - [`wal_tail`]: the versioned document of what a member's write-ahead
+//!   log holds, which the same sidecar serves on request (survivor ranking);
 //! - [`backup_store`]: the store a `persistentVolumeClaim` backup
 //!   destination is reached through: its port, names, token and protocol.
 
@@ -18,6 +20,7 @@ pub mod backup_store;
 pub mod report;
 pub mod restore_volume;
 pub mod volume_usage;
+pub mod wal_tail;
 
 pub use report::{
     LEGACY_REFUSAL_PREFIX, Outcome, Program, REFUSAL_EXIT_CODE, REPORT_VERSION, Reading, Refusal,
@@ -27,3 +30,4 @@ pub use restore_volume::{REVISION_BUMP, RestoreLayout, RestoreStep};
 pub use volume_usage::{
     VOLUME_USAGE_PATH, VOLUME_USAGE_PORT, VOLUME_USAGE_VERSION, VolumeUsage, VolumeUsageParseError,
 };
+pub use wal_tail::{WAL_TAIL_PATH, WAL_TAIL_VERSION, WalTailParseError, WalTailReport};

@@ -27,6 +27,7 @@ pub mod member_guard;
 pub mod restore;
 pub mod termination;
 pub mod volume_usage;
+pub mod wal;
 
 use std::process::ExitCode;
 

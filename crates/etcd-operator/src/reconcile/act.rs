@@ -167,6 +167,18 @@ pub enum Step {
         /// The revision.
         revision: i64,
     },
+    /// Keep a PersistentVolume for a person: reclaim policy `Retain` and
+    /// these annotations, only while it is bound to `claim`.
+    SetVolumeAside {
+        /// The PersistentVolume.
+        volume: String,
+        /// The claim it must be bound to (in the cluster's namespace).
+        claim: String,
+        /// Annotations to set (the damage and where it came from).
+        annotations: std::collections::BTreeMap<String, String>,
+        /// Labels to set (the cluster's, so that it is found again).
+        labels: std::collections::BTreeMap<String, String>,
+    },
     /// Disarm alarms.
     DisarmAlarms {
         /// The alarms.
@@ -346,6 +358,23 @@ pub async fn execute(
                 .await?;
             Ok(note(step))
         }
+        Step::SetVolumeAside {
+            volume,
+            claim,
+            annotations,
+            labels,
+        } => {
+            super::volume_aside::set_volume_aside(
+                client,
+                namespace,
+                volume,
+                claim,
+                annotations,
+                labels,
+            )
+            .await?;
+            Ok(note(step))
+        }
         Step::DisarmAlarms { alarms } => {
             for alarm in alarms {
                 etcd.call("disarm alarm", async |a| a.disarm(alarm).await)
@@ -392,6 +421,9 @@ pub fn note(step: &Step) -> String {
                 .join(" and ")
         ),
         Step::DeletePvc { name, .. } => format!("deleted PersistentVolumeClaim {name}"),
+        Step::SetVolumeAside { volume, claim, .. } => format!(
+            "set PersistentVolume {volume} of {claim} aside (reclaim policy Retain): deleting the claim keeps it"
+        ),
         Step::AddLearner { name, peer_urls } => {
             format!("added member {name} ({}) as a learner", peer_urls.join(","))
         }

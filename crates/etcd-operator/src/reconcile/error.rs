@@ -137,6 +137,19 @@ pub enum ActError {
     /// A step of a CA rotation failed.
     #[error("CA rotation: {0}")]
     CaRotation(#[from] super::tls_material::TlsMaterialError),
+    /// A PersistentVolume to set aside is no longer bound to the member's
+    /// claim: nothing was changed on it.
+    #[error(
+        "PersistentVolume {volume} is not bound to {claim} (bound to {bound_to}); it was left as it is"
+    )]
+    VolumeNotBound {
+        /// The PersistentVolume.
+        volume: String,
+        /// The claim it was expected to be bound to.
+        claim: String,
+        /// What its claimRef names.
+        bound_to: String,
+    },
 }
 
 impl ActError {
@@ -147,6 +160,7 @@ impl ActError {
                 Category::of_kube(source)
             }
             ActError::Build { .. } => Category::InvalidSpec,
+            ActError::VolumeNotBound { .. } => Category::Refused,
             ActError::Etcd { source, .. } => of_etcd(source),
             ActError::CaRotation(error) => error.category(),
         }

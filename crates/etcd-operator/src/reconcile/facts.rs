@@ -7,8 +7,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::identity::{
-    CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, MEMBER_ID_ANNOTATION,
-    MemberIdentity, ORDINAL_LABEL, RELEASE_DATA_ANNOTATION, parse_id,
+    CLUSTER_ID_ANNOTATION, CLUSTER_LABEL, CLUSTER_TOKEN_ANNOTATION, DAMAGED_DATA_ANNOTATION,
+    MEMBER_ID_ANNOTATION, MemberIdentity, ORDINAL_LABEL, RELEASE_DATA_ANNOTATION,
+    SET_ASIDE_FROM_ANNOTATION, parse_id,
 };
 use crate::planner::{
     GuardRefusal, NodeState, PodPhase, PodState, PvcPhase, PvcState, RestorePodState, VolumeKind,
@@ -193,6 +194,39 @@ pub fn volume_kind(volume: Option<&PersistentVolume>) -> VolumeKind {
     }
 }
 
+/// A PersistentVolume the operator set aside as damaged data (rule 15):
+/// annotated with the damage and reclaimed by `Retain`, so that deleting
+/// its claim keeps it.
+pub fn set_aside_as_damaged(volume: &PersistentVolume) -> bool {
+    volume.annotations().contains_key(DAMAGED_DATA_ANNOTATION)
+        && volume
+            .spec
+            .as_ref()
+            .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
+            == Some("Retain")
+}
+
+/// One line on a volume set aside as damaged data: its name, where it came
+/// from, its phase and what etcd said.
+pub fn describe_set_aside(volume: &PersistentVolume) -> String {
+    let annotations = volume.annotations();
+    format!(
+        "PersistentVolume {} from {} ({}): {}",
+        volume.name_any(),
+        annotations
+            .get(SET_ASIDE_FROM_ANNOTATION)
+            .map_or("an unknown claim", String::as_str),
+        volume
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("phase unknown"),
+        annotations
+            .get(DAMAGED_DATA_ANNOTATION)
+            .map_or("", String::as_str),
+    )
+}
+
 /// The identity recorded in a PVC's annotations.
 pub fn pvc_identity(pvc: &PersistentVolumeClaim) -> MemberIdentity {
     let annotations = pvc.annotations();
@@ -230,6 +264,8 @@ pub fn pvc_state(pvc: &PersistentVolumeClaim, volume: Option<&PersistentVolume>)
         deleting: pvc.metadata.deletion_timestamp.is_some(),
         identity: pvc_identity(pvc),
         volume: volume_kind(volume),
+        volume_name: pvc.spec.as_ref().and_then(|s| s.volume_name.clone()),
+        set_aside: volume.is_some_and(set_aside_as_damaged),
         labels_missing: false,
         released: pvc
             .annotations()

@@ -41,6 +41,7 @@ pub(crate) mod tls_material;
 mod tls_memory;
 pub(crate) mod transport;
 mod vanished;
+mod volume_aside;
 pub mod volume_usage;
 mod watch_backoff;
 mod watch_task;

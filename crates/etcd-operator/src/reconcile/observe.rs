@@ -46,6 +46,12 @@ pub struct Snapshot {
     /// The PersistentVolumes bound to those PVCs; `None` when the PV named
     /// by a PVC does not exist.
     pub volumes: BTreeMap<String, Option<PersistentVolume>>,
+    /// What each member's write-ahead log holds, read by its Pod's sidecar
+    /// only while quorum is not reachable (survivor ranking), by ordinal.
+    pub wal_tails: BTreeMap<u32, crate::pod_contract::WalTailReport>,
+    /// The PersistentVolumes set aside as damaged data of this cluster's
+    /// members (rule 15), kept until a person deletes them.
+    pub set_aside_volumes: Vec<PersistentVolume>,
     /// Which cluster-wide children (Services, PodDisruptionBudget) exist.
     pub children: Children,
     /// Every Node of the Kubernetes cluster by name. A node absent from
@@ -223,6 +229,20 @@ pub async fn observe(
     )
     .await?;
 
+    let set_aside_volumes = reads
+        .list::<PersistentVolume>(None, &label_selector(CLUSTER_LABEL, &name))
+        .await
+        .map_err(listed("persistentvolumes"))?
+        .into_iter()
+        .filter(|v| {
+            super::facts::set_aside_as_damaged(v)
+                && v.spec
+                    .as_ref()
+                    .and_then(|s| s.claim_ref.as_ref()?.namespace.as_deref())
+                    == Some(namespace.as_str())
+        })
+        .collect();
+
     let (peer_service, client_service, pdb) = futures::try_join!(
         read_one::<Service>(reads, &namespace, peer_service_name(&name), "service"),
         read_one::<Service>(reads, &namespace, client_service_name(&name), "service"),
@@ -283,8 +303,16 @@ pub async fn observe(
         reading,
         super::backup_health::schedules_of(reads, &namespace, &name)
     );
+    // Rule 11: without quorum, survivors are ranked by what their logs
+    // hold; a member whose etcd does not answer is read from its volume.
+    let wal_tails = if etcd.quorum_reachable {
+        BTreeMap::new()
+    } else {
+        wal_tails(&pods).await
+    };
     Ok(Snapshot {
         volume_usage,
+        wal_tails,
         backup_schedules: backup_schedules?,
         tls: None,
         transport: super::transport::TransportFacts::default(),
@@ -292,6 +320,7 @@ pub async fn observe(
         pvcs,
         unowned,
         volumes,
+        set_aside_volumes,
         storage,
         children,
         nodes,
@@ -353,6 +382,27 @@ async fn volume_usage(pods: &[Pod]) -> BTreeMap<u32, crate::planner::VolumeSpace
             ))
         })
         .collect()
+}
+
+/// How long a member Pod's sidecar has to read its write-ahead log.
+const WAL_TAIL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Asks the sidecar of every running member Pod that has one what its
+/// write-ahead log holds, at once; one that does not answer is left out
+/// (its member's log is then unknown).
+async fn wal_tails(pods: &[Pod]) -> BTreeMap<u32, crate::pod_contract::WalTailReport> {
+    let asks = volume_usage_asks(pods);
+    futures::future::join_all(asks.into_iter().map(|(ordinal, ip)| async move {
+        let tail = super::volume_usage::read_wal_tail(&ip, WAL_TAIL_TIMEOUT).await;
+        if let Err(error) = &tail {
+            tracing::info!(%ip, "the write-ahead log of member {ordinal} was not read: {error}");
+        }
+        Some((ordinal, tail.ok()?))
+    }))
+    .await
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The ordinal and address of each member Pod whose `volume-usage`

@@ -16,6 +16,7 @@ use super::facts;
 use super::observe::Snapshot;
 use crate::addressing::restore_pod_name;
 use crate::addressing::{member_name, ordinal_of_member, pvc_name};
+use crate::api::identity::{DAMAGED_DATA_ANNOTATION, SET_ASIDE_FROM_ANNOTATION};
 use crate::api::pod_revision::{AppliedKeys, TEMPLATE_METADATA_ANNOTATION, user_labels};
 use crate::api::{EtcdCluster, EtcdClusterStatus};
 use crate::planner::{self, Action, ActionKind, EventType, Observed, OrdinalObjects};
@@ -151,7 +152,25 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
     Observed {
         restore_pod,
         unowned: snapshot.unowned.clone(),
+        damaged_volumes_kept: snapshot
+            .set_aside_volumes
+            .iter()
+            .map(facts::describe_set_aside)
+            .collect(),
         volume_usage: snapshot.volume_usage.clone(),
+        log_tails: snapshot
+            .wal_tails
+            .iter()
+            .map(|(&ordinal, tail)| {
+                (
+                    ordinal,
+                    crate::planner::LogTail {
+                        last_index: tail.last_index,
+                        last_term: tail.last_term,
+                    },
+                )
+            })
+            .collect(),
         backup_schedules: snapshot.backup_schedules.clone(),
         tls: snapshot.tls.clone(),
         transport: crate::planner::TransportObservation {
@@ -356,6 +375,32 @@ fn to_step(
             step: *step,
             request: request.clone(),
         },
+        Action::SetVolumeAside {
+            ordinal,
+            volume,
+            evidence,
+        } => {
+            let claim = pvc_name(&name, *ordinal);
+            Step::SetVolumeAside {
+                volume: volume.clone(),
+                annotations: std::collections::BTreeMap::from([
+                    (DAMAGED_DATA_ANNOTATION.to_string(), evidence.clone()),
+                    (
+                        SET_ASIDE_FROM_ANNOTATION.to_string(),
+                        format!(
+                            "{}/{claim} (member {})",
+                            cluster.namespace().unwrap_or_default(),
+                            member(*ordinal)
+                        ),
+                    ),
+                ]),
+                labels: std::collections::BTreeMap::from([(
+                    crate::api::identity::CLUSTER_LABEL.to_string(),
+                    name.clone(),
+                )]),
+                claim,
+            }
+        }
         Action::DisarmNoSpace { members } => Step::DisarmAlarms {
             alarms: members
                 .iter()

@@ -1,12 +1,14 @@
-//! Reads how full a member's volume is from the `volume-usage` sidecar of
-//! its Pod (see [`crate::pod_contract::volume_usage`]).
+//! Reads how full a member's volume is, and what its write-ahead log holds,
+//! from the `volume-usage` sidecar of its Pod (see
+//! [`crate::pod_contract::volume_usage`] and [`crate::pod_contract::wal_tail`]).
 
 use std::net::IpAddr;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::pod_contract::{
-    VOLUME_USAGE_PATH, VOLUME_USAGE_PORT, VolumeUsage, VolumeUsageParseError,
+    VOLUME_USAGE_PATH, VOLUME_USAGE_PORT, VolumeUsage, VolumeUsageParseError, WAL_TAIL_PATH,
+    WalTailParseError, WalTailReport,
 };
 
 /// Longest error body kept in [`VolumeUsageError::Status`].
@@ -55,6 +57,14 @@ pub enum VolumeUsageError {
         /// Cause.
         source: VolumeUsageParseError,
     },
+    /// The answer is no WAL tail this operator reads.
+    #[error("{url}: {source}")]
+    UnrecognisedWalTail {
+        /// What was asked.
+        url: String,
+        /// Cause.
+        source: WalTailParseError,
+    },
 }
 
 /// The volume usage of the member Pod at `pod_ip` (IPv4 or IPv6), asked
@@ -69,7 +79,38 @@ pub async fn read_port(
     port: u16,
     timeout: Duration,
 ) -> Result<VolumeUsage, VolumeUsageError> {
-    let url = url(pod_ip, port)?;
+    let (url, body) = fetch(pod_ip, port, VOLUME_USAGE_PATH, timeout).await?;
+    VolumeUsage::from_json(&body).map_err(|source| VolumeUsageError::Unrecognised { url, source })
+}
+
+/// What the write-ahead log on the volume of the member Pod at `pod_ip`
+/// holds, read by its sidecar (whether etcd runs or not), within `timeout`.
+pub async fn read_wal_tail(
+    pod_ip: &str,
+    timeout: Duration,
+) -> Result<WalTailReport, VolumeUsageError> {
+    read_wal_tail_port(pod_ip, VOLUME_USAGE_PORT, timeout).await
+}
+
+/// [`read_wal_tail`] on another port.
+pub async fn read_wal_tail_port(
+    pod_ip: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<WalTailReport, VolumeUsageError> {
+    let (url, body) = fetch(pod_ip, port, WAL_TAIL_PATH, timeout).await?;
+    WalTailReport::from_json(&body)
+        .map_err(|source| VolumeUsageError::UnrecognisedWalTail { url, source })
+}
+
+/// The body of a successful `GET` of `path` on the sidecar, with its URL.
+async fn fetch(
+    pod_ip: &str,
+    port: u16,
+    path: &str,
+    timeout: Duration,
+) -> Result<(String, bytes::Bytes), VolumeUsageError> {
+    let url = url(pod_ip, port, path)?;
     let client = client()?;
     let failed = |source: reqwest::Error| {
         if source.is_timeout() {
@@ -103,17 +144,17 @@ pub async fn read_port(
                 .collect(),
         });
     }
-    VolumeUsage::from_json(&body).map_err(|source| VolumeUsageError::Unrecognised { url, source })
+    Ok((url, body))
 }
 
-/// The URL of the document on a Pod IP; an IPv6 address in brackets.
-pub fn url(pod_ip: &str, port: u16) -> Result<String, VolumeUsageError> {
+/// The URL of a document on a Pod IP; an IPv6 address in brackets.
+pub fn url(pod_ip: &str, port: u16, path: &str) -> Result<String, VolumeUsageError> {
     let ip: IpAddr = pod_ip
         .parse()
         .map_err(|_| VolumeUsageError::InvalidAddress(pod_ip.to_owned()))?;
     Ok(match ip {
-        IpAddr::V4(v4) => format!("http://{v4}:{port}{VOLUME_USAGE_PATH}"),
-        IpAddr::V6(v6) => format!("http://[{v6}]:{port}{VOLUME_USAGE_PATH}"),
+        IpAddr::V4(v4) => format!("http://{v4}:{port}{path}"),
+        IpAddr::V6(v6) => format!("http://[{v6}]:{port}{path}"),
     })
 }
 
@@ -142,17 +183,17 @@ mod tests {
     #[test]
     fn urls_of_ipv4_and_ipv6_pod_ips() {
         assert_eq!(
-            url("10.244.1.7", VOLUME_USAGE_PORT).expect("url"),
+            url("10.244.1.7", VOLUME_USAGE_PORT, VOLUME_USAGE_PATH).expect("url"),
             "http://10.244.1.7:2383/volume-usage"
         );
         assert_eq!(
-            url("fd00:10:244::7", VOLUME_USAGE_PORT).expect("url"),
+            url("fd00:10:244::7", VOLUME_USAGE_PORT, VOLUME_USAGE_PATH).expect("url"),
             "http://[fd00:10:244::7]:2383/volume-usage"
         );
         for bad in ["", "demo-0.demo-peer", "10.0.0.1:2383", "[::1]"] {
             assert!(
                 matches!(
-                    url(bad, VOLUME_USAGE_PORT),
+                    url(bad, VOLUME_USAGE_PORT, VOLUME_USAGE_PATH),
                     Err(VolumeUsageError::InvalidAddress(_))
                 ),
                 "{bad}"

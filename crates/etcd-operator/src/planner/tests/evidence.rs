@@ -258,10 +258,12 @@ fn a_node_object_deleted_while_its_machine_lives_does_not_replace_the_member() {
 fn a_person_may_choose_a_survivor_that_restarted_without_quorum_at_its_last_revision() {
     let mut sim = newest_survivor_unreachable();
     // Its node comes back, but an etcd restarted without quorum never
-    // serves its client port: it stays unreadable.
+    // serves its client port, and its log is not read either (a sidecar
+    // from before the log was served): it stays unreadable.
     let node3 = sim.node_of(3).expect("node of member 3");
     let id3 = member_id(&sim, 3);
     sim.silent.insert(id3);
+    sim.logs_unread.insert(3);
     sim.start_node(&node3);
     sim.spec.recovery.policy = RecoveryPolicy::NewestSurvivor;
     sim.run(20);
@@ -447,36 +449,72 @@ fn a_backup_restore_runs_only_for_the_loss_a_person_approved() {
     assert!(sim.pvcs.get(&3).is_some_and(|p| p.data.is_some()));
 }
 
-/// Rule 15: a member whose data etcd found damaged is named with etcd's
-/// evidence and kept as it is (no removal, no deleted volume) until a
-/// person releases it; then it is rebuilt from its peers, learner first.
+/// Rule 15: a member whose data etcd found damaged is rebuilt from its
+/// healthy peers on a new volume, learner first, within quorum; its damaged
+/// volume is set aside for a person (never deleted) and status says so.
 #[test]
-fn a_member_whose_data_etcd_found_damaged_is_named_and_kept_until_released() {
+fn a_member_whose_data_etcd_found_damaged_is_rebuilt_and_its_volume_kept() {
     let mut sim = running(3, Volumes::Network);
     let before = member_id(&sim, 1);
     sim.damage(1);
-    sim.run(60);
-    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
-    assert_eq!(removals(&sim), 0, "{:?}", sim.actions);
-    let waiting = sim
-        .last_plan
-        .as_ref()
-        .and_then(|p| p.waiting.clone())
-        .expect("a wait");
-    assert!(
-        matches!(&waiting, Waiting::NeedsAttention(m) if m.contains("demo-1") && m.contains("found data inconsistency")),
-        "{waiting:?}"
-    );
-    sim.release(1);
     sim.run(150);
     assert!(sim.violations.is_empty(), "{:?}", sim.violations);
     assert_ne!(member_id(&sim, 1), before, "rebuilt as a new member");
     assert_eq!(sim.healthy_voters(), 3, "{:#?}", sim.status);
+    assert_eq!(sim.kept_aside, vec![before], "the damaged data is kept");
+    let order: Vec<&str> = sim
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SetVolumeAside {
+                ordinal: 1,
+                evidence,
+                ..
+            } => {
+                assert!(evidence.contains("found data inconsistency"), "{evidence}");
+                Some("aside")
+            }
+            Action::RemoveMember {
+                ordinal: Some(1), ..
+            } => Some("remove"),
+            Action::DeletePvc { ordinal: 1, .. } => Some("delete claim"),
+            Action::AddLearner { ordinal: 1 } => Some("learner"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["aside", "remove", "delete claim", "learner"]);
+    let kept = sim
+        .status
+        .condition(ConditionType::DamagedDataKept)
+        .expect("condition");
+    assert_eq!(kept.status, "True", "{kept:?}");
+    assert!(kept.message.contains(&format!("{before:x}")), "{kept:?}");
+}
+
+/// Rule 15 within rule 5: a damaged member is not rebuilt while removing
+/// it would leave no quorum (another member is down): nothing is set aside
+/// or removed until the others serve.
+#[test]
+fn a_damaged_member_waits_while_its_rebuild_would_break_quorum() {
+    let mut sim = running(3, Volumes::Network);
+    let node2 = sim.node_of(2).expect("node of member 2");
+    sim.stop_node(&node2);
+    sim.damage(1);
+    sim.run(40);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
     assert!(
+        !sim.actions.iter().any(|a| matches!(
+            a,
+            Action::SetVolumeAside { .. } | Action::RemoveMember { .. } | Action::DeletePvc { .. }
+        )),
+        "{:?}",
         sim.actions
-            .iter()
-            .any(|a| matches!(a, Action::AddLearner { ordinal: 1 }))
     );
+    sim.start_node(&node2);
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert_eq!(sim.healthy_voters(), 3, "{:#?}", sim.status);
+    assert_eq!(sim.kept_aside.len(), 1);
 }
 
 /// Rule 15: damaged data never seeds a restore: the newest survivor whose
@@ -525,5 +563,63 @@ fn a_backup_restore_never_goes_into_an_unreadable_survivors_volume() {
     assert!(
         matches!(action, Some(Action::RestoreFromBackup { ordinal, .. }) if ordinal != 0),
         "{action:?}"
+    );
+}
+
+/// Rule 11: survivors are ranked by what their volumes' logs hold. A
+/// member persists the commit index lazily, so its log may hold entries
+/// acknowledged to clients whose commit it had not yet learnt; ranked by
+/// the committed index, a survivor that holds less would win and those
+/// writes would be lost. The logs are read from the volumes (also of
+/// members whose etcd does not answer without quorum).
+#[test]
+fn the_survivor_whose_log_holds_the_most_is_restored() {
+    let mut sim = running(5, Volumes::Network);
+    sim.log_ahead_of_commit(3, 10, &[0, 1, 2]);
+    let learnt = sim.pvcs[&3].index + 5;
+    if let Some(p) = sim.pvcs.get_mut(&4) {
+        p.index = learnt;
+    }
+    let acknowledged = sim.acknowledged;
+    for ordinal in [0, 1, 2] {
+        sim.wipe(ordinal);
+    }
+    sim.spec.recovery.policy = RecoveryPolicy::NewestSurvivor;
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { ordinal: 3, .. })),
+        "{:?}",
+        sim.actions
+    );
+    assert!(sim.has_quorum(), "{:#?}", sim.status);
+    assert!(
+        sim.newest_index() >= acknowledged,
+        "acknowledged {acknowledged}, newest {}",
+        sim.newest_index()
+    );
+}
+
+/// Rule 11 after a full power loss: a survivor whose etcd, restarted
+/// without quorum, does not answer is still ranked by the log its volume
+/// holds, so `NewestSurvivor` restores the newest without a person.
+#[test]
+fn a_survivor_that_does_not_answer_is_ranked_by_its_log() {
+    let mut sim = newest_survivor_unreachable();
+    let node3 = sim.node_of(3).expect("node of member 3");
+    let id3 = member_id(&sim, 3);
+    sim.silent.insert(id3);
+    sim.start_node(&node3);
+    sim.spec.recovery.policy = RecoveryPolicy::NewestSurvivor;
+    sim.run(150);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+    assert!(
+        sim.actions
+            .iter()
+            .any(|a| matches!(a, Action::RestoreFromSurvivor { ordinal: 3, .. })),
+        "{:?}",
+        sim.actions
     );
 }

@@ -33,6 +33,9 @@ enum Fault {
     Tune(u8),
     /// A person grows `storage.size` by 1 GiB.
     Grow,
+    /// The data of a member is damaged (etcd's initial corruption check
+    /// refuses it at its next start), while no other member's is.
+    Damage(u32),
 }
 
 fn fault() -> impl Strategy<Value = Fault> {
@@ -52,6 +55,7 @@ fn fault() -> impl Strategy<Value = Fault> {
         1 => any::<bool>().prop_map(Fault::ChangeVersion),
         1 => (0u8..3).prop_map(Fault::Tune),
         1 => Just(Fault::Grow),
+        1 => (0u32..5).prop_map(Fault::Damage),
     ]
 }
 
@@ -114,6 +118,12 @@ fn apply(sim: &mut Sim, fault: &Fault) {
         }
         Fault::Tune(n) => {
             sim.spec.etcd.snapshot_count = 10_000 + i64::from(*n);
+        }
+        Fault::Damage(o) => {
+            let current_damaged = sim.members.iter().any(|m| sim.damaged.contains(&m.id));
+            if !current_damaged {
+                sim.damage(*o);
+            }
         }
         Fault::Grow => {
             let grown = sim.spec_bytes() + (1 << 30);

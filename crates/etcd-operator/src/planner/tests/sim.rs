@@ -45,6 +45,10 @@ pub struct SimPvc {
     /// Ground truth: the highest raft index committed in the data the
     /// volume holds (also its revision in this model).
     pub index: u64,
+    /// Ground truth: the last entry its write-ahead log holds when that is
+    /// beyond `index` (entries acknowledged by the leader whose commit this
+    /// member had not learnt); 0 when the log ends at `index`.
+    pub log_index: u64,
     /// A person released the data it holds (the release annotation).
     pub released: bool,
     /// Someone removed the operator's labels: it is found by name only.
@@ -57,6 +61,9 @@ pub struct SimPvc {
     pub requested: u64,
     pub capacity: u64,
     pub filesystem_resize_pending: bool,
+    /// Its PersistentVolume is set aside as damaged data (`Retain`):
+    /// deleting the claim keeps the volume.
+    pub set_aside: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -144,6 +151,9 @@ pub struct Sim {
     /// Members whose etcd runs but does not answer on its client port (it
     /// restarted without quorum and cannot publish itself).
     pub silent: std::collections::BTreeSet<u64>,
+    /// Ordinals whose Pod's sidecar does not read the log (an older
+    /// sidecar, a volume it cannot read).
+    pub logs_unread: std::collections::BTreeSet<u32>,
     /// The minor release of the members' data (etcd's storage version): a
     /// release older than it refuses to start.
     pub storage: crate::planner::Release,
@@ -184,6 +194,9 @@ pub struct Sim {
     /// Members whose data is damaged: etcd's initial corruption check
     /// refuses to serve it.
     pub damaged: std::collections::BTreeSet<u64>,
+    /// Ground truth: the data of volumes set aside whose claims were
+    /// deleted (their PersistentVolumes are `Released` and kept).
+    pub kept_aside: Vec<u64>,
     /// The restore Pod cannot run (unschedulable, image not pullable),
     /// with Kubernetes' reason.
     pub restore_pod_stuck: Option<String>,
@@ -230,6 +243,7 @@ impl Sim {
             acknowledged: 0,
             machines_alive: std::collections::BTreeSet::new(),
             silent: std::collections::BTreeSet::new(),
+            logs_unread: std::collections::BTreeSet::new(),
             stalled: Vec::new(),
             storage: release_line(crate::api::version::DEFAULT),
             downgrade: None,
@@ -247,6 +261,7 @@ impl Sim {
             backup_reach: None,
             refused_joins: Vec::new(),
             damaged: std::collections::BTreeSet::new(),
+            kept_aside: Vec::new(),
             restore_pod_stuck: None,
         };
         for _ in 0..nodes {
@@ -315,10 +330,16 @@ impl Sim {
         })
     }
 
+    /// Whether a majority of the voters hold data they can serve (damaged
+    /// data exists but etcd refuses it).
     pub fn majority_data_exists(&self) -> bool {
         let voters: Vec<u64> = self.voters().map(|m| m.id).collect();
         !voters.is_empty()
-            && voters.iter().filter(|id| self.data_exists(**id)).count() >= quorum(voters.len())
+            && voters
+                .iter()
+                .filter(|id| self.data_exists(**id) && !self.damaged.contains(id))
+                .count()
+                >= quorum(voters.len())
     }
 
     // ----- the world moves ----------------------------------------------
@@ -383,8 +404,14 @@ impl Sim {
         }
         // PVCs whose deletion waited for their Pod.
         let pods = &self.pods;
-        self.pvcs
-            .retain(|ordinal, pvc| !pvc.deleting || pods.contains_key(ordinal));
+        let kept = &mut self.kept_aside;
+        self.pvcs.retain(|ordinal, pvc| {
+            let gone = pvc.deleting && !pods.contains_key(ordinal);
+            if gone && pvc.set_aside {
+                kept.extend(pvc.data);
+            }
+            !gone
+        });
         // The restore Pod runs on the survivor's volume once it is free.
         let stuck = self.restore_pod_stuck.is_some();
         if let Some(restore) = self.restore_pod.as_mut()
@@ -405,6 +432,9 @@ impl Sim {
             } else if !restore.from_backup && pvc.data.is_some() {
                 restore.done = true;
                 pvc.restored = Some(restore.token.clone());
+                // The restore commits the survivor's log tail first.
+                pvc.index = pvc.index.max(pvc.log_index);
+                pvc.log_index = 0;
             } else {
                 restore.failed = true;
             }
@@ -748,13 +778,6 @@ impl Sim {
         self.settle();
     }
 
-    /// A person releases the volume of `ordinal` (the release annotation).
-    pub fn release(&mut self, ordinal: u32) {
-        if let Some(p) = self.pvcs.get_mut(&ordinal) {
-            p.released = true;
-        }
-    }
-
     pub fn node_of(&self, ordinal: u32) -> Option<String> {
         self.pods.get(&ordinal).and_then(|p| p.node.clone())
     }
@@ -772,6 +795,8 @@ impl Sim {
                 },
                 deleting: pvc.deleting,
                 identity: pvc.identity.clone(),
+                volume_name: Some(format!("pv-{o}")),
+                set_aside: pvc.set_aside,
                 volume: match &pvc.local_node {
                     Some(node) => VolumeKind::Local { node: node.clone() },
                     None if self.volumes == Volumes::Local => VolumeKind::Unknown,
@@ -840,9 +865,15 @@ impl Sim {
             ordinals,
             nodes,
             unowned: Vec::new(),
+            damaged_volumes_kept: self
+                .kept_aside
+                .iter()
+                .map(|d| format!("PersistentVolume of member {d:x}"))
+                .collect(),
             members_may_share_a_node: false,
             volume_expansion_allowed: Some(self.expansion_allowed),
             volume_usage: std::collections::BTreeMap::new(),
+            log_tails: self.log_tails(),
             backup_schedules: self
                 .backup_reach
                 .map(|reach| crate::planner::ScheduleSummary {
@@ -1007,6 +1038,9 @@ impl Sim {
                 && pvc.data == Some(id)
             {
                 pvc.index = next;
+                if pvc.log_index <= next {
+                    pvc.log_index = 0;
+                }
             }
         }
         self.acknowledged = self.acknowledged.max(next);
@@ -1095,6 +1129,8 @@ impl Sim {
                     .as_ref()
                     .is_none_or(|n| self.nodes.contains_key(n) || self.machines_alive.contains(n))
             })
+            // Damaged data whose claim a person deleted is given up.
+            .filter(|p| !(p.deleting && p.data.is_some_and(|d| self.damaged.contains(&d))))
             .map(|p| p.index)
             .max()
     }
@@ -1122,9 +1158,73 @@ impl Sim {
         self.pvcs
             .values()
             .filter(|p| p.data.is_some())
-            .map(|p| p.index)
+            .map(|p| p.index.max(p.log_index))
             .max()
             .unwrap_or(0)
+    }
+
+    /// The last entry of the most up-to-date log a voter's volume holds
+    /// (node-local volumes on deleted machines and damaged data excluded).
+    pub fn newest_survivor_log(&self) -> Option<u64> {
+        let voters: Vec<u64> = self.voters().map(|m| m.id).collect();
+        self.pvcs
+            .values()
+            .filter(|p| {
+                p.data
+                    .is_some_and(|d| voters.contains(&d) && !self.damaged.contains(&d))
+            })
+            .filter(|p| {
+                p.local_node
+                    .as_ref()
+                    .is_none_or(|n| self.nodes.contains_key(n) || self.machines_alive.contains(n))
+            })
+            .map(|p| p.index.max(p.log_index))
+            .max()
+    }
+
+    /// The write-ahead log of `ordinal`'s member holds `entries` more
+    /// entries than it knows committed: the leader had them acknowledged by
+    /// the other members, which learnt the commit (they are lost next).
+    pub fn log_ahead_of_commit(&mut self, ordinal: u32, entries: u64, learnt_by: &[u32]) {
+        let end = self.newest_index() + entries;
+        if let Some(p) = self.pvcs.get_mut(&ordinal) {
+            p.log_index = end;
+        }
+        for o in learnt_by {
+            if let Some(p) = self.pvcs.get_mut(o) {
+                p.index = end;
+            }
+        }
+        self.acknowledged = self.acknowledged.max(end);
+    }
+
+    /// What each member's sidecar reads from its volume's log: only while
+    /// quorum is lost (as the operator asks), for a Pod on a running node.
+    fn log_tails(&self) -> BTreeMap<u32, crate::planner::LogTail> {
+        if self.has_quorum() {
+            return BTreeMap::new();
+        }
+        self.pods
+            .iter()
+            .filter(|(_, pod)| {
+                pod.node
+                    .as_ref()
+                    .and_then(|n| self.nodes.get(n))
+                    .is_some_and(|n| n.up)
+            })
+            .filter(|(ordinal, _)| !self.logs_unread.contains(ordinal))
+            .filter_map(|(ordinal, _)| {
+                let pvc = self.pvcs.get(ordinal)?;
+                pvc.data?;
+                Some((
+                    *ordinal,
+                    crate::planner::LogTail {
+                        last_index: pvc.index.max(pvc.log_index),
+                        last_term: 1,
+                    },
+                ))
+            })
+            .collect()
     }
 
     /// One reconcile: observe, plan, check the action against the rules,
@@ -1277,12 +1377,14 @@ impl Sim {
                         data: None,
                         restored: None,
                         index: 0,
+                        log_index: 0,
                         released: false,
                         labels_missing: false,
                         pv_object_deleted: false,
                         requested: size,
                         capacity: size,
                         filesystem_resize_pending: false,
+                        set_aside: false,
                     },
                 );
             }
@@ -1411,8 +1513,31 @@ impl Sim {
                 if let Some(why) = self.kept_survivor_deleted(*ordinal) {
                     self.violation(&format!("rule 11: {why}"), &action);
                 }
+                if let Some(pvc) = self.pvcs.get(ordinal)
+                    && pvc.data.is_some_and(|d| self.damaged.contains(&d))
+                    && !pvc.set_aside
+                    && !pvc.released
+                {
+                    self.violation(
+                        "rule 15: deleting damaged data that was neither set aside nor released",
+                        &action,
+                    );
+                }
                 if let Some(p) = self.pvcs.get_mut(ordinal) {
                     p.deleting = true;
+                }
+            }
+            Action::SetVolumeAside { ordinal, .. } => {
+                let damaged = self
+                    .pvcs
+                    .get(ordinal)
+                    .and_then(|p| p.data)
+                    .is_some_and(|d| self.damaged.contains(&d));
+                if !damaged {
+                    self.violation("setting aside a volume whose data is not damaged", &action);
+                }
+                if let Some(p) = self.pvcs.get_mut(ordinal) {
+                    p.set_aside = true;
                 }
             }
             Action::AnnotatePvcIdentity { ordinal, identity } => {
@@ -1482,7 +1607,7 @@ impl Sim {
                     && self
                         .pvcs
                         .values()
-                        .any(|p| p.data == Some(*id) && p.released);
+                        .any(|p| p.data == Some(*id) && (p.released || p.set_aside || p.deleting));
                 if wanted && self.data_exists(*id) && !damaged_and_released {
                     self.violation(
                         "rule 2: removing a wanted member whose data exists",
@@ -1680,9 +1805,23 @@ impl Sim {
                     m.started = true;
                 }
             }
-            Action::RestoreFromSurvivor { .. } => {
+            Action::RestoreFromSurvivor { ordinal, .. } => {
                 if self.majority_data_exists() {
                     self.violation("rule 7: restore while a majority's data exists", &action);
+                }
+                // Rule 11: without a person's choice, the survivor whose
+                // log holds the most is the one restored.
+                let chosen = self.pvcs.get(ordinal).map(|p| p.index.max(p.log_index));
+                if self.spec.recovery.policy == crate::api::RecoveryPolicy::NewestSurvivor
+                    && chosen < self.newest_survivor_log()
+                {
+                    self.violation(
+                        &format!(
+                            "rule 11: restoring from a survivor whose log ends at {chosen:?} while another's ends at {:?}",
+                            self.newest_survivor_log()
+                        ),
+                        &action,
+                    );
                 }
             }
             Action::RestoreFromBackup { .. } => {

@@ -8,7 +8,7 @@
 //!
 //! - `prepare` copies the survivor's whole data dir (db, snapshots *and*
 //!   WAL) to `restore-<token>.survivor/`, commits the tail of the copy's
-//!   WAL ([`wal::commit_wal_tail`]) and installs this binary for the next
+//!   WAL ([`crate::pod_programs::wal::commit_wal_tail`]) and installs this binary for the next
 //!   step, which runs in the etcd image;
 //! - `apply-wal` starts etcd with `--force-new-cluster` on loopback on the
 //!   copy: it replays the WAL, so the committed entries the db file did not
@@ -35,7 +35,6 @@ pub mod finish;
 pub mod loopback;
 pub mod room;
 pub mod survivor;
-pub mod wal;
 
 use std::path::PathBuf;
 
@@ -103,7 +102,7 @@ pub enum RestoreVolumeError {
     #[error("no write-ahead log at {0}")]
     NoWal(PathBuf),
     #[error("the survivor's WAL: {0}")]
-    Wal(#[from] wal::WalError),
+    Wal(#[from] crate::pod_programs::wal::WalError),
     #[error("replaying the survivor's WAL: {0}")]
     Loopback(#[from] loopback::LoopbackError),
     #[error("installing the operator binary: {0}")]

@@ -6,10 +6,11 @@ use std::fs;
 use std::path::Path;
 
 use super::loopback::{LoopbackError, LoopbackEtcd};
-use super::{REVISION_BUMP, RestoreLayout, RestoreVolumeArgs, RestoreVolumeError, wal};
+use super::{REVISION_BUMP, RestoreLayout, RestoreVolumeArgs, RestoreVolumeError};
 use crate::backup::incremental::replay::LeaseKeeper;
 use crate::pod_programs::file_error::io;
 use crate::pod_programs::install::install_self;
+use crate::pod_programs::wal;
 
 /// `restore-volume prepare`.
 pub fn prepare(

@@ -47,7 +47,7 @@ fn survivor(data: &Path) -> std::io::Result<PathBuf> {
     fs::create_dir_all(&snap)?;
     fs::create_dir_all(&wal)?;
     fs::write(snap.join("db"), b"survivor")?;
-    let mut log = wal::tests::Writer::new(0);
+    let mut log = crate::pod_programs::wal::tests::Writer::new(0);
     log.entry(1, 1);
     log.entry(1, 2);
     log.state(1, 2);

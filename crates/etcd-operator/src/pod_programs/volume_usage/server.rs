@@ -1,4 +1,5 @@
-//! The sidecar's HTTP server: `GET /volume-usage`, measured per request.
+//! The sidecar's HTTP server: `GET /volume-usage`, measured per request,
+//! and `GET /wal-tail`, the member's write-ahead log read per request.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 
 use super::measure::measure;
-use crate::pod_contract::VOLUME_USAGE_PATH;
+use crate::pod_contract::{VOLUME_USAGE_PATH, WAL_TAIL_PATH, WalTailReport};
 
 /// Pause before binding again after the address could not be bound or
 /// the server stopped.
@@ -23,6 +24,7 @@ const RETRY_PAUSE: Duration = Duration::from_secs(5);
 pub fn router(data_dir: PathBuf) -> Router {
     Router::new()
         .route(VOLUME_USAGE_PATH, get(volume_usage))
+        .route(WAL_TAIL_PATH, get(wal_tail))
         .with_state(Arc::new(data_dir))
 }
 
@@ -64,6 +66,33 @@ async fn volume_usage(State(data_dir): State<Arc<PathBuf>>) -> Response {
             failure(error.to_string())
         }
         Err(error) => failure(format!("the measurement did not finish: {error}")),
+    }
+}
+
+/// Reads the log under `<data dir>/member/wal`, read-only.
+async fn wal_tail(State(data_dir): State<Arc<PathBuf>>) -> Response {
+    let wal_dir = data_dir.join("member").join("wal");
+    let read =
+        tokio::task::spawn_blocking(move || crate::pod_programs::wal::read_wal_tail(&wal_dir))
+            .await;
+    match read {
+        Ok(Ok(tail)) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            WalTailReport {
+                last_index: tail.last_index,
+                last_term: tail.last_term,
+                persisted_commit: tail.persisted_commit,
+                torn: tail.torn,
+            }
+            .to_json(),
+        )
+            .into_response(),
+        Ok(Err(error)) => {
+            tracing::warn!("{error}");
+            failure(error.to_string())
+        }
+        Err(error) => failure(format!("reading the WAL did not finish: {error}")),
     }
 }
 

@@ -182,3 +182,52 @@ async fn the_server_answers_the_document_on_loopback() {
     assert_holds(later.wal_bytes, 448 * KIB, "wal");
     server.abort();
 }
+
+/// `/wal-tail` reads the member's log on request, read-only, and an empty
+/// volume (etcd not started yet) answers an error saying so.
+#[tokio::test]
+async fn the_server_answers_the_wal_tail_on_loopback() {
+    use crate::pod_programs::wal::tests::Writer;
+    let root = tempfile::tempdir().expect("tempdir");
+    let data = root.path().join("data");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let server = tokio::spawn(serve(listener, data.clone()));
+    let read = || {
+        crate::reconcile::volume_usage::read_wal_tail_port(
+            "127.0.0.1",
+            port,
+            Duration::from_secs(5),
+        )
+    };
+
+    let error = read().await.expect_err("no log yet");
+    assert!(error.to_string().contains("wal"), "{error}");
+
+    let wal = data.join("member/wal");
+    std::fs::create_dir_all(&wal).expect("wal dir");
+    let mut log = Writer::new(0);
+    log.entry(2, 7);
+    log.state(2, 6);
+    log.entry(3, 8);
+    let file = wal.join("0000000000000000-0000000000000000.wal");
+    std::fs::write(&file, log.file()).expect("write log");
+    let tail = read().await.expect("read");
+    assert_eq!(
+        (
+            tail.last_index,
+            tail.last_term,
+            tail.persisted_commit,
+            tail.torn
+        ),
+        (8, 3, 6, false)
+    );
+    assert_eq!(
+        std::fs::read(&file).expect("read back"),
+        log.file(),
+        "nothing written"
+    );
+    server.abort();
+}

@@ -79,7 +79,9 @@ pub fn is_disruptive(step: &Step, cluster: &str) -> bool {
         // Drops history older than the revision.
         | Step::Compact { .. }
         // Takes a member out of service while it runs.
-        | Step::Defragment { .. } => true,
+        | Step::Defragment { .. }
+        // Starts the rebuild of a member whose data etcd found damaged.
+        | Step::SetVolumeAside { .. } => true,
         // The restore Pod writes a member's volume.
         Step::Apply(Child::Pod(pod)) => pod.name_any() == restore_pod_name(cluster),
         Step::Apply(_)

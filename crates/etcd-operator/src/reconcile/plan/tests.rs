@@ -89,6 +89,8 @@ fn snapshot() -> Snapshot {
         pvcs: Vec::new(),
         unowned: Vec::new(),
         volumes: BTreeMap::new(),
+        set_aside_volumes: Vec::new(),
+        wal_tails: BTreeMap::new(),
         storage: Default::default(),
         children: Children::default(),
         nodes: ["n1", "n2", "n3"]

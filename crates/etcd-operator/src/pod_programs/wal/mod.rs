@@ -1,5 +1,6 @@
-//! Committing the tail of a survivor's write-ahead log, on a copy, before
-//! etcd replays it with `--force-new-cluster`.
+//! Reading a member's write-ahead log ([`read_wal_tail`]: what the volume
+//! holds, for ranking survivors), and committing the tail of a survivor's
+//! log, on a copy, before etcd replays it with `--force-new-cluster`.
 //!
 //! etcd appends every raft entry to its WAL and fsyncs it before the
 //! entry can commit, but it only fsyncs a `HardState` record when the
@@ -63,6 +64,9 @@ pub struct WalTail {
     /// Index of the last entry in the log (or of the last snapshot record
     /// when no entry follows it).
     pub last_index: u64,
+    /// The term of that entry: with `last_index`, what raft compares to
+    /// tell which of two logs is more up to date.
+    pub last_term: u64,
     /// The commit index of the last `HardState` record before the change.
     pub persisted_commit: u64,
     /// The term of the last `HardState` record.
@@ -78,6 +82,53 @@ pub struct WalTail {
 /// persisted commit index and the log is clean, appends a `HardState`
 /// record committing every entry. Never call it on a member's own data.
 pub fn commit_wal_tail(wal_dir: &Path) -> Result<WalTail, WalError> {
+    let (scan, last_file) = scan_wal(wal_dir)?;
+    let mut tail = tail_of(&scan);
+    if scan.torn || tail.last_index <= tail.persisted_commit {
+        return Ok(tail);
+    }
+    let state = HardState {
+        term: scan.state.term.max(scan.last_entry_term),
+        vote: scan.state.vote,
+        commit: tail.last_index,
+    }
+    .encode();
+    let crc = crc32c_append(scan.crc, &state);
+    let frame = frame_record(STATE_TYPE, crc, Some(&state));
+
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .open(&last_file)
+        .map_err(io("opening", &last_file))?;
+    file.seek(SeekFrom::Start(scan.end as u64))
+        .and_then(|_| file.write_all(&frame))
+        .and_then(|()| file.sync_all())
+        .map_err(io("appending a commit record to", &last_file))?;
+    tail.appended = true;
+    Ok(tail)
+}
+
+/// Reads what the WAL in `wal_dir` holds, changing nothing: safe on the
+/// log of a running member (a record being written reads as a torn tail).
+pub fn read_wal_tail(wal_dir: &Path) -> Result<WalTail, WalError> {
+    let (scan, _) = scan_wal(wal_dir)?;
+    Ok(tail_of(&scan))
+}
+
+fn tail_of(scan: &Scan) -> WalTail {
+    WalTail {
+        last_index: scan.last_entry.max(scan.last_snapshot),
+        last_term: scan.last_entry_term,
+        persisted_commit: scan.state.commit,
+        term: scan.state.term,
+        appended: false,
+        torn: scan.torn,
+    }
+}
+
+/// Reads every WAL file of `wal_dir` in order; returns the scan and the
+/// last file.
+fn scan_wal(wal_dir: &Path) -> Result<(Scan, PathBuf), WalError> {
     let files = wal_files(wal_dir)?;
     let Some(last_file) = files.last() else {
         return Err(WalError::Empty(wal_dir.to_path_buf()));
@@ -98,35 +149,7 @@ pub fn commit_wal_tail(wal_dir: &Path) -> Result<WalTail, WalError> {
             scan.torn = true;
         }
     }
-    let mut tail = WalTail {
-        last_index: scan.last_entry.max(scan.last_snapshot),
-        persisted_commit: scan.state.commit,
-        term: scan.state.term,
-        appended: false,
-        torn: scan.torn,
-    };
-    if scan.torn || tail.last_index <= tail.persisted_commit {
-        return Ok(tail);
-    }
-    let state = HardState {
-        term: scan.state.term.max(scan.last_entry_term),
-        vote: scan.state.vote,
-        commit: tail.last_index,
-    }
-    .encode();
-    let crc = crc32c_append(scan.crc, &state);
-    let frame = frame_record(STATE_TYPE, crc, Some(&state));
-
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .open(last_file)
-        .map_err(io("opening", last_file))?;
-    file.seek(SeekFrom::Start(scan.end as u64))
-        .and_then(|_| file.write_all(&frame))
-        .and_then(|()| file.sync_all())
-        .map_err(io("appending a commit record to", last_file))?;
-    tail.appended = true;
-    Ok(tail)
+    Ok((scan, last_file.clone()))
 }
 
 /// The `.wal` files of `dir` in log order (their names sort so).
@@ -143,4 +166,4 @@ fn wal_files(dir: &Path) -> Result<Vec<PathBuf>, WalError> {
 }
 
 #[cfg(test)]
-pub(super) mod tests;
+pub(crate) mod tests;

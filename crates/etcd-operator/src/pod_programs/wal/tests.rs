@@ -101,6 +101,7 @@ fn the_tail_after_the_persisted_commit_is_committed_and_reads_back()
         tail,
         WalTail {
             last_index: 4,
+            last_term: 2,
             persisted_commit: 2,
             term: 2,
             appended: true,
@@ -163,5 +164,50 @@ fn damage_before_the_last_file_is_an_error() -> Result<(), Box<dyn std::error::E
         commit_wal_tail(dir.path()),
         Err(WalError::Damaged { .. })
     ));
+    Ok(())
+}
+
+/// The tail is read without a change: the last entry's index and term (the
+/// up-to-dateness raft compares), beyond the persisted commit index, and a
+/// later leader's shorter log (entries overwritten at a lower index) reads
+/// as what it is.
+#[test]
+fn the_tail_is_read_without_a_change() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("0000000000000000-0000000000000000.wal");
+    let mut wal = Writer::new(0);
+    wal.record(METADATA_TYPE, b"meta");
+    wal.entry(1, 1);
+    wal.entry(1, 2);
+    wal.state(1, 1);
+    wal.entry(1, 3);
+    fs::write(&path, wal.file())?;
+    let tail = read_wal_tail(dir.path())?;
+    assert_eq!(
+        (
+            tail.last_index,
+            tail.last_term,
+            tail.persisted_commit,
+            tail.torn
+        ),
+        (3, 1, 1, false)
+    );
+    assert_eq!(fs::read(&path)?, wal.file(), "nothing written");
+
+    // A new leader of term 2 overwrote index 3 and beyond with index 3.
+    wal.state(2, 2);
+    wal.entry(2, 3);
+    fs::write(&path, wal.file())?;
+    let tail = read_wal_tail(dir.path())?;
+    assert_eq!((tail.last_index, tail.last_term), (3, 2));
+
+    // A snapshot record after the last entry: its index and term.
+    let mut snapshot = Vec::new();
+    put_field_varint(&mut snapshot, 1, 10);
+    put_field_varint(&mut snapshot, 2, 4);
+    wal.record(SNAPSHOT_TYPE, &snapshot);
+    fs::write(&path, wal.file())?;
+    let tail = read_wal_tail(dir.path())?;
+    assert_eq!((tail.last_index, tail.last_term), (10, 4));
     Ok(())
 }

@@ -111,15 +111,20 @@ impl Scan {
                         .ok_or_else(|| (offset, "state does not decode".to_string()))?;
                 }
                 SNAPSHOT_TYPE => {
-                    let index = Fields(payload)
-                        .find_map(|(field, value)| match (field, value) {
-                            (1, Some(Value::Varint(v))) => Some(v),
-                            _ => None,
-                        })
-                        .unwrap_or(0);
+                    // `walpb.Snapshot`: index (1), term (2).
+                    let field = |wanted: u64| {
+                        Fields(payload)
+                            .find_map(|(field, value)| match (field, value) {
+                                (f, Some(Value::Varint(v))) if f == wanted => Some(v),
+                                _ => None,
+                            })
+                            .unwrap_or(0)
+                    };
+                    let index = field(1);
                     self.last_snapshot = index;
                     if index > self.last_entry {
                         self.last_entry = index;
+                        self.last_entry_term = field(2);
                     }
                 }
                 METADATA_TYPE | CRC_TYPE => {}
