@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes docs/benchmarks.md (to stdout) from the figures of the benches in
 # DIR (lab.json, operator.json, replacement.json, backup.json, rollout.json,
-# defrag.json).
+# defrag.json, corruption.json).
 # Used by scripts/bench.sh. A bench with no figures in DIR gets a section
 # that says so; with PREVIOUS, an earlier report (such as
 # `<(git show HEAD:docs/benchmarks.md)` after running one bench alone), it
@@ -50,6 +50,7 @@ rep=$(figures replacement "the replacement bench did not write its figures")
 bk=$(figures backup "the backup bench did not write its figures")
 roll=$(figures rollout "the rollout bench did not write its figures")
 dfr=$(figures defrag "the defrag bench did not write its figures")
+cor=$(figures corruption "the corruption bench did not write its figures")
 
 # Prints section HEADING with FUNCTION's body when the bench of FILE wrote
 # its figures; else the previous report's body, noted as such, when it has
@@ -227,6 +228,23 @@ defrag_q() {
 		'"$1" "$dfr"
 }
 
+corruption_section() {
+	cat <<DOC
+What finding damaged data costs (durability rule 15), on 3 etcd 3.6
+processes on loopback holding $(q "$cor" .db_mib) MiB of live values
+($(q "$cor" .values) values of $(q "$cor" .value_kib) KiB), each beside a baseline measured in the
+same run. Runs per median: $(q "$cor" .runs).
+
+| figure | with | runs | baseline | runs | ratio |
+| --- | --- | --- | --- | --- | --- |
+| a follower's restart on its data until it serves: with the member Pods' corruption-check flags (the initial check compares its keyspace hash with its peers') / without them | $(s2 "$cor" .restart.with_checks.median_s) s | $(samples "$cor" .restart.with_checks.samples_s) | $(s2 "$cor" .restart.without_checks.median_s) s | $(samples "$cor" .restart.without_checks.samples_s) | $(s2 "$cor" .restart.ratio) |
+| one \`HashKV\` of a member's keyspace (asked of every voter before each backup; etcd's full check every 4 hours) / a serializable read of every key and value from the same member | $(s2 "$cor" .hashkv.hashkv.median_s) s | $(samples "$cor" .hashkv.hashkv.samples_s) | $(s2 "$cor" .hashkv.read_all.median_s) s | $(samples "$cor" .hashkv.read_all.samples_s) | $(s2 "$cor" .hashkv.ratio) |
+
+Load average (1 min) at the start and end, on $(nproc) cores:
+$(q "$cor" '(.load_average // []) | map(tostring) | join("-")').
+DOC
+}
+
 defrag_section() {
 	cat <<DOC
 A defragmentation of $(q "$dfr" .members) members whose database files were filled to
@@ -320,11 +338,12 @@ section "## Member replacement" "$rep" replacement_section
 section "## Rolling upgrade" "$roll" rollout_section
 section "## Defragmentation" "$dfr" defrag_section
 section "## Backups" "$bk" backup_section
+section "## Corruption checks" "$cor" corruption_section
 section "## Lab" "$lab" lab_section
 
 # Errors of the benches of this run (not of the sections kept).
 measured=()
-for pair in "$op|## Operator" "$rep|## Member replacement" "$roll|## Rolling upgrade" "$dfr|## Defragmentation" "$bk|## Backups" "$lab|## Lab"; do
+for pair in "$op|## Operator" "$rep|## Member replacement" "$roll|## Rolling upgrade" "$dfr|## Defragmentation" "$bk|## Backups" "$cor|## Corruption checks" "$lab|## Lab"; do
 	file=${pair%%|*}
 	if [[ $file != "$stand_ins"/* ]] || ! kept "${pair#*|}"; then
 		measured+=("$file")

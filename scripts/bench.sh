@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 out=target/bench
 mkdir -p "$out"
-rm -f "$out/lab.json" "$out/operator.json" "$out/replacement.json" "$out/backup.json" "$out/rollout.json" "$out/defrag.json"
+rm -f "$out/lab.json" "$out/operator.json" "$out/replacement.json" "$out/backup.json" "$out/rollout.json" "$out/defrag.json" "$out/corruption.json"
 failed=0
 
 printf '\n=== lab footprint\n'
@@ -22,6 +22,8 @@ printf '\n=== defragmentation under load beside etcdctl defrag --cluster\n'
 cargo bench -p etcd-operator --locked --bench defrag || failed=1
 printf '\n=== backups beside etcdctl and etcdutl, RPO under load\n'
 cargo bench -p etcd-operator --locked --bench backup || failed=1
+printf '\n=== corruption checks: a restart with the initial check, HashKV\n'
+cargo bench -p etcd-operator --locked --bench corruption || failed=1
 
 bash scripts/bench-report.sh "$out" >docs/benchmarks.md
 echo "wrote docs/benchmarks.md"

@@ -192,6 +192,9 @@ pub struct LogTail {
     pub last_index: u64,
     /// Term of the last entry.
     pub last_term: u64,
+    /// The commit index the member had persisted (how much of its log it
+    /// knew committed).
+    pub persisted_commit: u64,
 }
 
 /// A member's PersistentVolumeClaim.

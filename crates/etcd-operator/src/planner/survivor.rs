@@ -62,12 +62,12 @@ impl SurvivorChoice {
     pub fn describe(&self) -> String {
         match self {
             Self::Newest(s) => format!(
-                "newest survivor {} at revision {} (raft index {}{})",
+                "newest survivor {} at revision {} (raft index {}){}",
                 s.name,
                 s.revision.map_or("unknown".to_string(), |r| r.to_string()),
                 s.raft_index.map_or("unknown".to_string(), |r| r.to_string()),
                 s.log.map_or(String::new(), |l| format!(
-                    "; its log holds entries to index {} of term {}",
+                    ", its log holding entries to index {} of term {}",
                     l.last_index, l.last_term
                 )),
             ),
@@ -174,9 +174,13 @@ pub fn choose_survivor(cx: &Context<'_>, lost: &[(&KnownMember, String)]) -> Sur
         return all
             .iter()
             .max_by_key(|s| {
+                // Equal logs (raft's log matching: the same entries) are
+                // told apart by how much of it the member knew committed:
+                // what it answers, else what its log persisted.
+                let knew_committed = s.raft_index.max(s.log.map(|l| l.persisted_commit));
                 (
                     s.log.map(|l| (l.last_term, l.last_index)),
-                    s.raft_index,
+                    knew_committed,
                     s.revision,
                     std::cmp::Reverse(s.ordinal),
                 )

@@ -394,8 +394,18 @@ async fn wal_tails(pods: &[Pod]) -> BTreeMap<u32, crate::pod_contract::WalTailRe
     let asks = volume_usage_asks(pods);
     futures::future::join_all(asks.into_iter().map(|(ordinal, ip)| async move {
         let tail = super::volume_usage::read_wal_tail(&ip, WAL_TAIL_TIMEOUT).await;
-        if let Err(error) = &tail {
-            tracing::info!(%ip, "the write-ahead log of member {ordinal} was not read: {error}");
+        match &tail {
+            Ok(t) => tracing::info!(
+                %ip,
+                "the write-ahead log of member {ordinal} holds entries to index {} of term {} (commit {} persisted{})",
+                t.last_index,
+                t.last_term,
+                t.persisted_commit,
+                if t.torn { ", torn at its end" } else { "" }
+            ),
+            Err(error) => {
+                tracing::info!(%ip, "the write-ahead log of member {ordinal} was not read: {error}");
+            }
         }
         Some((ordinal, tail.ok()?))
     }))

@@ -167,6 +167,7 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
                     crate::planner::LogTail {
                         last_index: tail.last_index,
                         last_term: tail.last_term,
+                        persisted_commit: tail.persisted_commit,
                     },
                 )
             })

@@ -1221,6 +1221,7 @@ impl Sim {
                     crate::planner::LogTail {
                         last_index: pvc.index.max(pvc.log_index),
                         last_term: 1,
+                        persisted_commit: pvc.index,
                     },
                 ))
             })
