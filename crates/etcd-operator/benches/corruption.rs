@@ -60,16 +60,16 @@ async fn bench() -> Value {
     let values = usize::try_from(db_mib * 1024 * 1024).unwrap_or(usize::MAX) / VALUE_BYTES;
     let runs = runs();
     let load_before = load_average();
-    let result = async {
+    let result: TestResult<Value> = async {
         let flags = etcd_operator::resources::feature_and_corruption_check_flags();
         let mut cluster = Cluster::start(3, "corruption-bench", &[]).await?;
         fill(&cluster, values).await?;
         let restart = phase(restarts(&mut cluster, &flags, runs).await);
         let hashkv = phase(hashes(&cluster, runs).await);
-        Ok::<_, Box<dyn std::error::Error>>(json!({ "restart": restart, "hashkv": hashkv }))
+        Ok(json!({ "restart": restart, "hashkv": hashkv }))
     }
     .await;
-    let mut figures = phase(result.map_err(|e| e.to_string().into()));
+    let mut figures = phase(result);
     if let Value::Object(map) = &mut figures {
         map.insert("db_mib".into(), json!(db_mib));
         map.insert("values".into(), json!(values));
