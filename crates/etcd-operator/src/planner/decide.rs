@@ -473,7 +473,7 @@ fn replace_lost_members(cx: &Context<'_>) -> Option<Step> {
         if !cx.membership.change_allowed(&lost) {
             return wait(Waiting::HealthNotStable);
         }
-        if !removal_keeps_quorum(cx, member.id) {
+        if !cx.membership.removal_keeps_quorum(member.id) {
             return wait(Waiting::NeedsAttention(format!(
                 "{} lost its data ({evidence}) but removing it would leave no quorum",
                 cx.name(ordinal)
@@ -589,7 +589,7 @@ fn scale_down(cx: &Context<'_>) -> Option<Step> {
         if !cx.membership.change_allowed(except) {
             return wait(Waiting::HealthNotStable);
         }
-        if !removal_keeps_quorum(cx, member.id) {
+        if !cx.membership.removal_keeps_quorum(member.id) {
             return wait(Waiting::HealthNotStable);
         }
         if member.leader {
@@ -676,10 +676,4 @@ fn retained_data(cx: &Context<'_>) -> Option<Step> {
         kept.join("; "),
         crate::api::identity::RELEASE_DATA_ANNOTATION
     )))
-}
-
-/// Whether removing voter `id` leaves a membership whose healthy voters
-/// still make a quorum of it (and leaves a membership at all).
-fn removal_keeps_quorum(cx: &Context<'_>, id: u64) -> bool {
-    cx.membership.removal_keeps_quorum(id)
 }

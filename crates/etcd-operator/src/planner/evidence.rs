@@ -28,8 +28,8 @@ pub fn data_gone(
     if let Some(refusal) = objects.pod.as_ref().and_then(|p| p.guard_refusal.as_ref()) {
         return Some(format!("member-guard refused: {}", refusal.describe()));
     }
-    // Damaged data (rule 15) is judged by `Context::data_gone`, which also
-    // knows etcd's alarms.
+    // Damaged data (rule 15) is judged by `Context::data_gone`: it is gone
+    // only once its volume is set aside or a person released it.
     None
 }
 

@@ -248,8 +248,8 @@ impl Membership {
         voters <= 1 || self.voters().filter(|m| m.id != id && m.healthy).count() >= quorum(voters)
     }
 
-    /// Whether removing voter `id` leaves a quorum of healthy voters of the
-    /// smaller cluster.
+    /// Whether removing voter `id` leaves a membership whose healthy voters
+    /// still make a quorum of it (and leaves a membership at all).
     pub fn removal_keeps_quorum(&self, id: MemberId) -> bool {
         let remaining = self.voter_count().saturating_sub(1);
         let healthy_remaining = self.voters().filter(|m| m.id != id && m.healthy).count();

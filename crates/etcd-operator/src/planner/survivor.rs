@@ -138,10 +138,11 @@ fn damaged_members(cx: &Context<'_>) -> Vec<u64> {
         .iter()
         .filter(|a| a.kind == crate::etcd::AlarmKind::Corrupt)
         .map(|a| a.member_id);
-    let refused = cx.membership.members.iter().filter_map(|m| {
-        let objects = cx.o.objects(m.ordinal?);
-        super::evidence::damaged_data(&objects).map(|_| m.id)
-    });
+    let refused = cx
+        .membership
+        .members
+        .iter()
+        .filter_map(|m| cx.damage(m.ordinal?).map(|_| m.id));
     alarmed.chain(refused).collect()
 }
 
