@@ -55,7 +55,7 @@ expected_seconds() {
 	network_volumes) echo 73 ;;
 	e2e_restore_survivor) echo 73 ;;
 	e2e_restore_node_object_deleted) echo 120 ;;
-	e2e_damaged_member) echo 90 ;;
+	e2e_damaged_member) echo 200 ;;
 	e2e_scale) echo 63 ;;
 	e2e_kubectl_etcd) echo 62 ;;
 	e2e_helm) echo 59 ;;

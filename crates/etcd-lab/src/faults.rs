@@ -495,16 +495,30 @@ fn collect_files(dir: &Path, files: &mut Vec<(PathBuf, u64)>) {
 }
 
 /// Inverts 16 bytes spread over the file (a damaged disk, not a truncation).
+/// Each byte is written in place, so a process that has the file mapped
+/// (etcd's database) sees the damage as a failing disk would show it,
+/// without the file ever being shorter.
 fn flip_bytes(path: &Path) -> Result<()> {
-    let mut bytes = std::fs::read(path).context(|| format!("read {}", path.display()))?;
-    let len = bytes.len();
-    for i in 0..16 {
-        let at = (len / 17) * (i + 1);
-        if let Some(byte) = bytes.get_mut(at.min(len.saturating_sub(1))) {
-            *byte = !*byte;
-        }
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .context(|| format!("open {}", path.display()))?;
+    let len = file
+        .metadata()
+        .context(|| format!("stat {}", path.display()))?
+        .len();
+    for i in 0..16u64 {
+        let at = ((len / 17) * (i + 1)).min(len.saturating_sub(1));
+        let mut byte = [0u8; 1];
+        file.read_exact_at(&mut byte, at)
+            .context(|| format!("read {}", path.display()))?;
+        file.write_all_at(&[!byte[0]], at)
+            .context(|| format!("write {}", path.display()))?;
     }
-    std::fs::write(path, bytes).context(|| format!("write {}", path.display()))?;
+    file.sync_all()
+        .context(|| format!("sync {}", path.display()))?;
     Ok(())
 }
 

@@ -718,9 +718,35 @@ async fn a_follower_restarted_on_damaged_values_refuses_to_start() -> TestResult
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_damaged_under_a_running_follower_raise_corrupt_naming_it() -> TestResult {
     let cluster = start_checked_cluster().await;
-    write_values(&cluster, 64).await?;
+    let (_, follower_id, alarmed) = corrupt_a_running_follower(&cluster).await?;
+    assert_eq!(
+        alarmed,
+        [Alarm {
+            member_id: follower_id,
+            kind: AlarmKind::Corrupt
+        }],
+        "CORRUPT names the damaged follower, and only it"
+    );
     let admin = cluster.admin();
-    let follower = a_follower(&cluster).await?;
+    for member in &cluster.members {
+        assert!(
+            matches!(admin.local_health(&member.client_url).await, MemberHealth::Unhealthy(ref why) if why.contains("alarm:CORRUPT")),
+            "{} is not reported unhealthy",
+            member.name
+        );
+    }
+    Ok(())
+}
+
+/// Damages the values under a running follower and compacts, then waits
+/// for CORRUPT. Returns the follower's index and member ID, and the alarms
+/// the members report.
+async fn corrupt_a_running_follower(
+    cluster: &LocalCluster,
+) -> Result<(usize, u64, Vec<Alarm>), Box<dyn std::error::Error>> {
+    write_values(cluster, 64).await?;
+    let admin = cluster.admin();
+    let follower = a_follower(cluster).await?;
     let follower_id = admin
         .status(&cluster.members[follower].client_url)
         .await?
@@ -768,20 +794,101 @@ async fn values_damaged_under_a_running_follower_raise_corrupt_naming_it() -> Te
     )
     .await
     .map_err(|e| format!("{e}\n{}", cluster.logs()))?;
-    assert_eq!(
-        alarmed,
-        [Alarm {
-            member_id: follower_id,
-            kind: AlarmKind::Corrupt
-        }],
-        "CORRUPT names the damaged follower, and only it"
+    Ok((follower, follower_id, alarmed))
+}
+
+/// What the operator relies on to rebuild a member that CORRUPT names
+/// while it runs, on real etcd: under the alarm writes are refused but a
+/// quorum read still answers; every member answers `HashKV` at one
+/// revision, and only the named member's hash differs from the majority's;
+/// the named member can be removed (and its process stops), after which
+/// the alarm can be disarmed and the two others serve writes again, every
+/// value intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_corrupt_names_can_be_removed_and_the_alarm_disarmed() -> TestResult {
+    let mut cluster = start_checked_cluster().await;
+    let (follower, follower_id, _) = corrupt_a_running_follower(&cluster).await?;
+    let admin = cluster.admin();
+
+    let observed = observe(cluster.endpoints(), settings()).await;
+    assert!(
+        observed.quorum_reachable,
+        "a quorum read fails under CORRUPT: {:?}",
+        observed.quorum_error
     );
-    for member in &cluster.members {
-        assert!(
-            matches!(admin.local_health(&member.client_url).await, MemberHealth::Unhealthy(ref why) if why.contains("alarm:CORRUPT")),
-            "{} is not reported unhealthy",
-            member.name
-        );
+    let mut client = cluster.client().await;
+    let refused = client.put("under-corrupt", "x", None).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("corrupt")),
+        "a write under CORRUPT: {refused:?}"
+    );
+
+    let revision = observed
+        .endpoints
+        .iter()
+        .filter_map(|e| e.status.as_ref().map(|s| s.revision))
+        .min()
+        .ok_or("no status")?;
+    let mut hashes = Vec::new();
+    for endpoint in observed.endpoints.iter() {
+        let id = endpoint.status.as_ref().ok_or("no status")?.member_id;
+        let hash = admin
+            .keyspace_hash(&endpoint.endpoint, revision)
+            .await
+            .map_err(|e| e.to_string());
+        hashes.push((id, hash));
     }
+    let compared = etcd_operator::etcd::agreement::compare(&hashes);
+    for (id, agreement) in &compared {
+        use etcd_operator::etcd::agreement::Agreement;
+        if *id == follower_id {
+            assert!(
+                matches!(agreement, Agreement::Disagrees { .. }),
+                "the damaged member: {agreement:?}"
+            );
+        } else {
+            assert_eq!(*agreement, Agreement::Agrees, "member {id:x}");
+        }
+    }
+
+    admin.remove_member(follower_id).await?;
+    eventually("the removed member stops", READY_TIMEOUT, || {
+        let exited = cluster.members[follower].has_exited();
+        async move { if exited { Ok(()) } else { Err("still runs") } }
+    })
+    .await
+    .map_err(|e| format!("{e}\n{}", cluster.members[follower].log_tail()))?;
+
+    let survivors: Vec<String> = cluster
+        .members
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != follower)
+        .map(|(_, m)| m.client_url.clone())
+        .collect();
+    let admin = EtcdAdmin::new(survivors.clone(), settings())?;
+    admin
+        .disarm(&Alarm {
+            member_id: follower_id,
+            kind: AlarmKind::Corrupt,
+        })
+        .await?;
+    for endpoint in &survivors {
+        assert_eq!(admin.local_health(endpoint).await, MemberHealth::Healthy);
+    }
+    let mut client = etcd_client::Client::connect(survivors, None).await?;
+    client.put("after-the-disarm", "x", None).await?;
+    let values = client
+        .get("value-", Some(etcd_client::GetOptions::new().with_prefix()))
+        .await?;
+    assert_eq!(values.kvs().len(), 64);
+    assert!(
+        values
+            .kvs()
+            .iter()
+            .all(|kv| kv.value().iter().all(|b| *b == VALUE_BYTE))
+    );
     Ok(())
 }

@@ -19,7 +19,6 @@
 //! - [`controller`]: the `EtcdBackup` and `EtcdBackupSchedule` controllers.
 //! - `kube_time`: Kubernetes timestamps of the backup code's times.
 
-mod agreement;
 pub mod controller;
 mod destination;
 pub mod encryption;

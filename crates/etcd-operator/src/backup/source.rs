@@ -4,7 +4,7 @@
 //! member disk reads and network, and the leader has the most to do. The
 //! leader serves only when no follower is healthy. Learners are never used
 //! (they may lag), nor a member whose keyspace hash differs from the
-//! majority's (see [`super::agreement`]).
+//! majority's (see [`crate::etcd::agreement`]).
 
 use std::fmt;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use etcd_client::{Client, ConnectOptions, SnapshotStreaming};
 use futures::future::join_all;
 
 use super::BackupError;
-use super::agreement::{Agreement, KeyspaceHash};
+use crate::etcd::agreement::{Agreement, KeyspaceHash};
 use crate::etcd::{ConnectSettings, format_id, with_tls};
 
 /// Why asking an endpoint for its status did not give a usable answer.
@@ -177,7 +177,7 @@ async fn agreeing_voters(
             .map(|s| keyspace_hash(&s.endpoint, revision, settings)),
     )
     .await;
-    let compared = super::agreement::compare(
+    let compared = crate::etcd::agreement::compare(
         &usable
             .iter()
             .map(|s| s.member_id)

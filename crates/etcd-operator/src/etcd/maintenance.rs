@@ -132,6 +132,80 @@ impl EtcdAdmin {
         }
     }
 
+    /// The hash of the keyspace of the member answering on `endpoint` at
+    /// `revision` (etcd's `HashKV`), and the compaction revision it covers
+    /// from. Answered under every alarm: it reads the member's own data.
+    pub async fn keyspace_hash(
+        &self,
+        endpoint: &str,
+        revision: i64,
+    ) -> Result<super::agreement::KeyspaceHash, EtcdError> {
+        self.clients
+            .call(
+                endpoint,
+                LeaderRequirement::Local,
+                "hash keyspace",
+                RequestSubject::None,
+                |mut client| async move { client.hash_kv(revision).await },
+            )
+            .await
+            .map(|response| super::agreement::KeyspaceHash {
+                hash: response.hash(),
+                compact_revision: response.compact_version(),
+            })
+    }
+
+    /// Every member of `observed` hashes its keyspace at the lowest
+    /// revision the voters that answered report, and the hashes are compared
+    /// against the one a majority of the voters holds (a member that did not
+    /// answer counts as not compared). `None` when no voter answered.
+    pub async fn compare_keyspaces(
+        &self,
+        observed: &super::ObservedEtcd,
+    ) -> Option<super::agreement::KeyspaceComparison> {
+        let revision = observed
+            .members
+            .iter()
+            .filter(|m| !m.is_learner)
+            .filter_map(|m| m.status.as_ref())
+            .map(|s| s.revision)
+            .min()?;
+        let hash_of = |m: &super::ObservedMember| {
+            let endpoint = m.endpoint.clone();
+            let id = m.id;
+            async move {
+                let hash = match endpoint {
+                    Some(endpoint) => self
+                        .keyspace_hash(&endpoint, revision)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    None => Err("its endpoint did not answer".to_string()),
+                };
+                (id, hash)
+            }
+        };
+        let (voters, learners) = futures::join!(
+            futures::future::join_all(
+                observed
+                    .members
+                    .iter()
+                    .filter(|m| !m.is_learner)
+                    .map(hash_of)
+            ),
+            futures::future::join_all(
+                observed
+                    .members
+                    .iter()
+                    .filter(|m| m.is_learner)
+                    .map(hash_of)
+            ),
+        );
+        Some(super::agreement::KeyspaceComparison {
+            revision,
+            members: super::agreement::compare_with_learners(&voters, &learners),
+        })
+    }
+
     /// Disarms one alarm of one member.
     pub async fn disarm(&self, alarm: &Alarm) -> Result<(), EtcdError> {
         let leader = self.find_leader().await?;

@@ -9,6 +9,7 @@
 //!   defragmentation and alarms.
 
 mod admin;
+pub mod agreement;
 mod client;
 mod error;
 mod maintenance;

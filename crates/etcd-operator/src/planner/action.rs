@@ -41,6 +41,9 @@ pub enum ActionKind {
     CompactHistory,
     /// etcd's NOSPACE alarm disarmed once the space is back.
     DisarmNoSpace,
+    /// etcd's CORRUPT alarm disarmed once every member it names whose data
+    /// differed is out of the cluster.
+    DisarmCorrupt,
     /// A volume holding damaged data kept for a person (its
     /// PersistentVolume reclaimed by `Retain`) before its member is rebuilt.
     SetVolumeAside,
@@ -79,7 +82,7 @@ pub struct ActionRow {
 
 impl ActionKind {
     /// Every kind, in the order of the table.
-    pub const ALL: [ActionKind; 31] = [
+    pub const ALL: [ActionKind; 32] = [
         Self::CreatePeerService,
         Self::CreateClientService,
         Self::ApplyPodDisruptionBudget,
@@ -108,6 +111,7 @@ impl ActionKind {
         Self::DefragmentMember,
         Self::CompactHistory,
         Self::DisarmNoSpace,
+        Self::DisarmCorrupt,
         Self::SetVolumeAside,
         Self::RotateCa,
         Self::UpdatePeerUrl,
@@ -165,6 +169,7 @@ impl ActionKind {
             Self::DefragmentMember => ("DefragmentMember", "MemberDefragmented", Normal, false),
             Self::CompactHistory => ("CompactHistory", "HistoryCompacted", Warning, false),
             Self::DisarmNoSpace => ("DisarmNoSpace", "NoSpaceDisarmed", Normal, false),
+            Self::DisarmCorrupt => ("DisarmCorrupt", "CorruptDisarmed", Warning, false),
             Self::SetVolumeAside => ("SetVolumeAside", "DamagedVolumeSetAside", Warning, false),
             Self::RotateCa => ("RotateCa", "CaRotationStepTaken", Normal, false),
             Self::UpdatePeerUrl => ("UpdatePeerUrl", "PeerUrlUpdated", Normal, true),
@@ -485,6 +490,13 @@ pub enum Action {
         /// The members the alarms name.
         members: Vec<MemberId>,
     },
+    /// Disarm the CORRUPT alarms of these members: every one of them whose
+    /// data differed from its agreeing peers' is out of the cluster, and
+    /// writes are taken again.
+    DisarmCorrupt {
+        /// The members the alarms name.
+        members: Vec<MemberId>,
+    },
     /// Keep the volume of a member whose data etcd found damaged for a
     /// person: its PersistentVolume is reclaimed by `Retain` and annotated
     /// with the evidence, so the member can be rebuilt on a new volume.
@@ -549,6 +561,7 @@ impl Action {
             Self::DefragmentMember { .. } => ActionKind::DefragmentMember,
             Self::CompactHistory { .. } => ActionKind::CompactHistory,
             Self::DisarmNoSpace { .. } => ActionKind::DisarmNoSpace,
+            Self::DisarmCorrupt { .. } => ActionKind::DisarmCorrupt,
             Self::SetVolumeAside { .. } => ActionKind::SetVolumeAside,
             Self::RotateCa { .. } => ActionKind::RotateCa,
             Self::UpdatePeerUrl { .. } => ActionKind::UpdatePeerUrl,
@@ -729,6 +742,14 @@ impl Action {
             } => format!(
                 "keeping volume {volume} of {} for a person (reclaim policy Retain): etcd found its data damaged ({evidence}); the member is rebuilt from its healthy peers on a new volume",
                 member(ordinal)
+            ),
+            Self::DisarmCorrupt { members } => format!(
+                "disarming CORRUPT ({}): no member whose data differed from its agreeing peers' is left in the cluster, so writes are taken again",
+                members
+                    .iter()
+                    .map(|m| format_id(*m))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Self::DisarmNoSpace { members } => format!(
                 "disarming NOSPACE ({}): the space is back and writes are taken again",

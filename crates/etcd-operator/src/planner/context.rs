@@ -166,10 +166,9 @@ impl<'a> Context<'a> {
 
     /// Rule 15: what etcd said of the data of `ordinal`'s member if it found
     /// it damaged: its initial corruption check refused the data at start
-    /// (the data differs from its peers' at the same revision). A CORRUPT
-    /// alarm raised while members run is reported by its own step: every
-    /// member answers unhealthy under it, so no change is within quorum
-    /// until a person acts.
+    /// (the data differs from its peers' at the same revision). A member a
+    /// CORRUPT alarm names while it runs is handled by its own step
+    /// (`corrupt.rs`): every member answers unhealthy under the alarm.
     pub fn damage(&self, ordinal: u32) -> Option<String> {
         damaged_data(&self.o.objects(ordinal)).map(str::to_string)
     }

@@ -25,7 +25,7 @@ pub fn decide(cx: &Context<'_>) -> Step {
         release_pods_on_gone_nodes,
         record_identity,
         recreate_pods,
-        super::maintenance::corrupt_alarm,
+        super::corrupt::corrupt_alarm,
         without_quorum,
         super::maintenance::recover_space,
         super::damage::set_damaged_volumes_aside,

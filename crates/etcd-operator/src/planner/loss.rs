@@ -144,7 +144,23 @@ pub fn backup_restore_held(
 /// now, or last reported) is beyond what the backups reach or unknown.
 fn damaged_survivors_beyond_backups(cx: &Context<'_>) -> Option<String> {
     let reach = backup_reach(cx);
-    let beyond: Vec<String> = super::survivor::survivor_readings(cx, &lost_voters(cx))
+    // Damaged data set aside counts as gone for the member's rebuild, but
+    // its volume is kept and may hold the newest writes: it is weighed here
+    // until a person releases or deletes it.
+    let lost: Vec<(&KnownMember, String)> = lost_voters(cx)
+        .into_iter()
+        .filter(|(m, _)| {
+            !m.ordinal.is_some_and(|o| {
+                cx.damage(o).is_some()
+                    && cx
+                        .o
+                        .objects(o)
+                        .pvc
+                        .is_some_and(|p| p.set_aside && !p.released && !p.deleting)
+            })
+        })
+        .collect();
+    let beyond: Vec<String> = super::survivor::survivor_readings(cx, &lost)
         .into_iter()
         .filter(|s| cx.damage(s.ordinal).is_some())
         .filter_map(|s| {

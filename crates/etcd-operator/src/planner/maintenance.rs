@@ -1,7 +1,6 @@
 //! Space: etcd's NOSPACE alarm recovered (history compacted, every member
-//! defragmented, the alarm disarmed), CORRUPT reported and never disarmed,
-//! and defragmentation on a schedule or when a member's database file is
-//! fragmented. A defragmentation takes one member out of service while it
+//! defragmented, the alarm disarmed), and defragmentation on a schedule or
+//! when a member's database file is fragmented. A defragmentation takes one member out of service while it
 //! runs, so it goes one member at a time, followers first, the leader last
 //! after leadership moved away, and only while every voter is healthy, its
 //! Pod Ready and caught up.
@@ -39,7 +38,7 @@ fn wait(waiting: Waiting) -> Option<Step> {
 }
 
 /// The name of a member, or its ID when it has no ordinal.
-fn name_of(cx: &Context<'_>, id: MemberId) -> String {
+pub(super) fn name_of(cx: &Context<'_>, id: MemberId) -> String {
     cx.membership
         .members
         .iter()
@@ -60,21 +59,6 @@ fn alarmed(cx: &Context<'_>, kind: &AlarmKind) -> Vec<MemberId> {
         .filter(|a| &a.kind == kind)
         .map(|a| a.member_id)
         .collect()
-}
-
-/// CORRUPT: a member's data differs from the others'. etcd refuses
-/// requests; the operator never disarms it and takes no other step on
-/// the cluster's data: a person decides which copy is right.
-pub(super) fn corrupt_alarm(cx: &Context<'_>) -> Option<Step> {
-    let corrupt = alarmed(cx, &AlarmKind::Corrupt);
-    if corrupt.is_empty() {
-        return None;
-    }
-    let names: Vec<String> = corrupt.iter().map(|&id| name_of(cx, id)).collect();
-    wait(Waiting::NeedsAttention(format!(
-        "etcd raised CORRUPT for {}: its data differs from the other members' and etcd refuses requests. The operator never disarms CORRUPT: compare the members (etcdctl endpoint hashkv --cluster), remove the member whose data differs with etcdctl member remove (its volume is kept), then etcdctl alarm disarm; its replacement then follows the data-loss rules",
-        names.join(", ")
-    )))
 }
 
 /// NOSPACE: compact the history to the newest revision, defragment every

@@ -14,6 +14,7 @@ mod action;
 mod backup_health;
 mod certificates;
 mod context;
+mod corrupt;
 mod damage;
 mod decide;
 mod evidence;

@@ -57,6 +57,9 @@ pub struct Observed {
     /// What each member's write-ahead log holds, read from its volume
     /// while quorum is not reachable, by ordinal (rule 11).
     pub log_tails: BTreeMap<u32, LogTail>,
+    /// The voters' keyspace hashes at one revision, compared: read only
+    /// while etcd's CORRUPT alarm is raised (rule 15).
+    pub keyspaces: Option<crate::etcd::agreement::KeyspaceComparison>,
     /// The `EtcdBackupSchedule`s of the namespace that name this cluster,
     /// as their status says.
     pub backup_schedules: Vec<ScheduleSummary>,

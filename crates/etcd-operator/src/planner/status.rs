@@ -569,7 +569,8 @@ fn progress(cx: &Context<'_>, step: &Step) -> (bool, &'static str, String) {
         Step::Act(
             action @ (crate::planner::Action::DefragmentMember { .. }
             | crate::planner::Action::CompactHistory { .. }
-            | crate::planner::Action::DisarmNoSpace { .. }),
+            | crate::planner::Action::DisarmNoSpace { .. }
+            | crate::planner::Action::DisarmCorrupt { .. }),
         ) => (true, "Maintenance", action.describe(&cx.o.name)),
         Step::Act(action @ crate::planner::Action::RotateCa { .. }) => {
             (true, "RotatingCa", action.describe(&cx.o.name))

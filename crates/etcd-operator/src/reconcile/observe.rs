@@ -49,6 +49,9 @@ pub struct Snapshot {
     /// What each member's write-ahead log holds, read by its Pod's sidecar
     /// only while quorum is not reachable (survivor ranking), by ordinal.
     pub wal_tails: BTreeMap<u32, crate::pod_contract::WalTailReport>,
+    /// The voters' keyspace hashes at one revision, compared: asked only
+    /// while etcd's CORRUPT alarm is raised (rule 15).
+    pub keyspaces: Option<crate::etcd::agreement::KeyspaceComparison>,
     /// The PersistentVolumes set aside as damaged data of this cluster's
     /// members (rule 15), kept until a person deletes them.
     pub set_aside_volumes: Vec<PersistentVolume>,
@@ -287,6 +290,7 @@ pub async fn observe(
         crate::etcd::scheme(etcd_settings.tls.as_deref()),
         CLIENT_PORT,
     );
+    let keyspace_settings = etcd_settings.clone();
     let reading = async {
         match earlier.filter(|e| e.endpoints == endpoints) {
             Some(earlier) => (earlier.etcd, earlier.volume_usage),
@@ -305,14 +309,28 @@ pub async fn observe(
     );
     // Rule 11: without quorum, survivors are ranked by what their logs
     // hold; a member whose etcd does not answer is read from its volume.
-    let wal_tails = if etcd.quorum_reachable {
+    // A cluster that has not formed yet (no cluster ID recorded) has no
+    // survivors to rank.
+    let formed = cluster
+        .status
+        .as_ref()
+        .is_some_and(|s| s.cluster_id.is_some());
+    let wal_tails = if etcd.quorum_reachable || !formed {
         BTreeMap::new()
     } else {
         wal_tails(&pods).await
     };
+    // Rule 15: a member CORRUPT names is rebuilt only once its hash is seen
+    // to differ from its agreeing peers'.
+    let keyspaces = if corrupt_raised(&etcd) {
+        compare_keyspaces(&endpoints, &etcd, keyspace_settings).await
+    } else {
+        None
+    };
     Ok(Snapshot {
         volume_usage,
         wal_tails,
+        keyspaces,
         backup_schedules: backup_schedules?,
         tls: None,
         transport: super::transport::TransportFacts::default(),
@@ -350,6 +368,40 @@ fn etcd_may_answer(pod: &Pod) -> bool {
                         .is_some_and(|state| state.running.is_some())
             })
         })
+}
+
+/// Whether any member that answered reports etcd's CORRUPT alarm.
+fn corrupt_raised(etcd: &ObservedEtcd) -> bool {
+    etcd.endpoints
+        .iter()
+        .filter_map(|e| e.status.as_ref())
+        .flat_map(|s| crate::etcd::parse_alarms(&s.errors))
+        .any(|a| a.kind == crate::etcd::AlarmKind::Corrupt)
+}
+
+/// The voters' keyspace hashes at one revision, compared; each comparison
+/// is logged (it decides whether a member is rebuilt).
+async fn compare_keyspaces(
+    endpoints: &[String],
+    etcd: &ObservedEtcd,
+    settings: ConnectSettings,
+) -> Option<crate::etcd::agreement::KeyspaceComparison> {
+    let admin = match crate::etcd::EtcdAdmin::new(endpoints.iter().cloned(), settings) {
+        Ok(admin) => admin,
+        Err(error) => {
+            tracing::warn!("the members' keyspace hashes were not compared: {error}");
+            return None;
+        }
+    };
+    let compared = admin.compare_keyspaces(etcd).await;
+    if let Some(compared) = &compared {
+        tracing::info!(
+            revision = compared.revision,
+            "under CORRUPT, the members' keyspace hashes compare as {:?}",
+            compared.members
+        );
+    }
+    compared
 }
 
 /// How long a member Pod's `volume-usage` sidecar has to answer.

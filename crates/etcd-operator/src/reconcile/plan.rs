@@ -172,6 +172,7 @@ pub fn observed(cluster: &EtcdCluster, snapshot: &Snapshot, now: Timestamp) -> O
                 )
             })
             .collect(),
+        keyspaces: snapshot.keyspaces.clone(),
         backup_schedules: snapshot.backup_schedules.clone(),
         tls: snapshot.tls.clone(),
         transport: crate::planner::TransportObservation {
@@ -408,6 +409,15 @@ fn to_step(
                 .map(|&member_id| crate::etcd::Alarm {
                     member_id,
                     kind: crate::etcd::AlarmKind::NoSpace,
+                })
+                .collect(),
+        },
+        Action::DisarmCorrupt { members } => Step::DisarmAlarms {
+            alarms: members
+                .iter()
+                .map(|&member_id| crate::etcd::Alarm {
+                    member_id,
+                    kind: crate::etcd::AlarmKind::Corrupt,
                 })
                 .collect(),
         },

@@ -587,8 +587,9 @@ impl Sim {
         let member_of_ordinal = self.members.iter().find(|m| m.ordinal == ordinal).cloned();
         let (running, refusal, data) = match (pvc.data, &pod.bootstrap) {
             (Some(d), _) => {
-                if self.damaged.contains(&d) {
-                    // etcd's initial corruption check: it exits.
+                if self.damaged.contains(&d) && !pod.running {
+                    // etcd's initial corruption check: it exits (a process
+                    // that ran when its data was damaged runs on).
                     (false, None, Some(d))
                 } else if member_of_ordinal.as_ref().is_some_and(|m| m.id == d) {
                     (true, None, Some(d))
@@ -766,6 +767,58 @@ impl Sim {
         self.settle();
     }
 
+    /// The data of `ordinal`'s member is damaged while its etcd runs, and
+    /// etcd's compaction hash check raises CORRUPT naming it: the member
+    /// keeps serving its damaged data until it is stopped (a restart would
+    /// be refused by the initial check).
+    pub fn damage_while_running(&mut self, ordinal: u32) {
+        if let Some(d) = self.pvcs.get(&ordinal).and_then(|p| p.data) {
+            self.damaged.insert(d);
+            self.corrupt = Some(d);
+        }
+        self.settle();
+    }
+
+    /// Whether a member whose data is damaged is in the cluster and runs:
+    /// it answers reads from that data.
+    pub fn damaged_member_serves(&self) -> bool {
+        self.members
+            .iter()
+            .any(|m| self.damaged.contains(&m.id) && self.member_healthy(m))
+    }
+
+    /// What the operator's comparison of the voters' keyspace hashes says
+    /// while CORRUPT is raised: damaged data hashes differently.
+    fn keyspaces(&self) -> Option<crate::etcd::agreement::KeyspaceComparison> {
+        self.corrupt?;
+        type Hashes = Vec<(u64, Result<crate::etcd::agreement::KeyspaceHash, String>)>;
+        let hashes = |learners: bool| -> Hashes {
+            self.members
+                .iter()
+                .filter(|m| m.learner == learners)
+                .map(|m| {
+                    let hash = if self.member_healthy(m) {
+                        Ok(crate::etcd::agreement::KeyspaceHash {
+                            hash: if self.damaged.contains(&m.id) {
+                                0xbad
+                            } else {
+                                0x900d
+                            },
+                            compact_revision: 1,
+                        })
+                    } else {
+                        Err("down".to_string())
+                    };
+                    (m.id, hash)
+                })
+                .collect()
+        };
+        Some(crate::etcd::agreement::KeyspaceComparison {
+            revision: i64::try_from(self.newest_index()).unwrap_or(i64::MAX),
+            members: crate::etcd::agreement::compare_with_learners(&hashes(false), &hashes(true)),
+        })
+    }
+
     /// The data of `ordinal`'s member is damaged; its etcd restarts and its
     /// initial corruption check refuses it.
     pub fn damage(&mut self, ordinal: u32) {
@@ -874,6 +927,7 @@ impl Sim {
             volume_expansion_allowed: Some(self.expansion_allowed),
             volume_usage: std::collections::BTreeMap::new(),
             log_tails: self.log_tails(),
+            keyspaces: self.keyspaces(),
             backup_schedules: self
                 .backup_reach
                 .map(|reach| crate::planner::ScheduleSummary {
@@ -945,7 +999,13 @@ impl Sim {
                     endpoint: None,
                     status: self.member_status(m),
                     health: if self.member_healthy(m) {
-                        MemberHealth::Healthy
+                        match self.corrupt {
+                            // Every member reports the alarm.
+                            Some(id) => MemberHealth::Unhealthy(format!(
+                                "reports memberID:{id} alarm:CORRUPT"
+                            )),
+                            None => MemberHealth::Healthy,
+                        }
                     } else {
                         MemberHealth::Unreachable("down".to_string())
                     },
@@ -1591,8 +1651,15 @@ impl Sim {
                     return;
                 }
                 let wanted = ordinal.is_some_and(|o| i64::from(o) < i64::from(self.spec.replicas));
+                // Damaged data set aside or released is replaced (rule 15).
+                let damaged_and_released = self.damaged.contains(id)
+                    && self
+                        .pvcs
+                        .values()
+                        .any(|p| p.data == Some(*id) && (p.released || p.set_aside || p.deleting));
                 if wanted
                     && self.data_exists(*id)
+                    && !damaged_and_released
                     && self
                         .members
                         .iter()
@@ -1603,12 +1670,6 @@ impl Sim {
                         &action,
                     );
                 }
-                // Damaged data a person released is replaced (rule 15).
-                let damaged_and_released = self.damaged.contains(id)
-                    && self
-                        .pvcs
-                        .values()
-                        .any(|p| p.data == Some(*id) && (p.released || p.set_aside || p.deleting));
                 if wanted && self.data_exists(*id) && !damaged_and_released {
                     self.violation(
                         "rule 2: removing a wanted member whose data exists",
@@ -1777,6 +1838,21 @@ impl Sim {
                         }
                     };
                 }
+            }
+            Action::DisarmCorrupt { .. } => {
+                if !quorum_before {
+                    self.violation("a disarm without quorum", &action);
+                }
+                if self.corrupt.is_none() {
+                    self.violation("disarming CORRUPT that is not raised", &action);
+                }
+                if self.damaged_member_serves() {
+                    self.violation(
+                        "rule 15: CORRUPT disarmed while a member serves damaged data",
+                        &action,
+                    );
+                }
+                self.corrupt = None;
             }
             Action::DisarmNoSpace { .. } => {
                 if !quorum_before {

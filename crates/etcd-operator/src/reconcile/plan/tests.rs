@@ -91,6 +91,7 @@ fn snapshot() -> Snapshot {
         volumes: BTreeMap::new(),
         set_aside_volumes: Vec::new(),
         wal_tails: BTreeMap::new(),
+        keyspaces: None,
         storage: Default::default(),
         children: Children::default(),
         nodes: ["n1", "n2", "n3"]
