@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::paths::{Anchor, named_paths};
+use crate::paths::{Anchor, NamedPath, named_paths, reexports};
 use crate::tree::{ModulePath, SourceTree};
 
 /// `from` names something in `to`; both are children of `parent`.
@@ -57,25 +57,18 @@ pub struct ImportGraph {
 }
 
 impl ImportGraph {
-    /// The edges of every module in `tree`.
+    /// The edges of every module in `tree`. A path that names an item a
+    /// module re-exports (`pub use`) is followed to where the item is
+    /// defined, so a child naming `super::Error` that its parent re-exports
+    /// from a sibling `error` names `error`.
     pub fn of(tree: &SourceTree) -> Self {
+        let reexports = Reexports::of(tree);
         let mut graph = Self::default();
         for (module, (file, text)) in &tree.modules {
             for named in named_paths(text) {
-                let absolute: Vec<String> = match named.anchor {
-                    Anchor::Root => named.segments.clone(),
-                    Anchor::Up(ups) => {
-                        // A file module's `super` is its parent; `a/mod.rs`
-                        // is module `a`, whose `super` is the root too.
-                        let keep = module.len().saturating_sub(ups);
-                        module[..keep]
-                            .iter()
-                            .cloned()
-                            .chain(named.segments.clone())
-                            .collect()
-                    }
-                };
-                let target = tree.module_prefix(&absolute);
+                let written = absolute(module, &named);
+                let resolved = reexports.follow(tree, written.clone());
+                let target = tree.module_prefix(&resolved);
                 let common = module
                     .iter()
                     .zip(target)
@@ -89,12 +82,21 @@ impl ImportGraph {
                     module[common].clone(),
                     target[common].clone(),
                 );
+                let named = if resolved == written {
+                    written.join("::")
+                } else {
+                    format!(
+                        "{} (re-exported from {})",
+                        written.join("::"),
+                        resolved.join("::")
+                    )
+                };
                 graph.edges.entry(key.clone()).or_insert_with(|| Edge {
                     parent: key.0,
                     from: key.1,
                     to: key.2,
                     file: file.clone(),
-                    named: absolute.join("::"),
+                    named,
                 });
             }
         }
@@ -137,6 +139,70 @@ impl ImportGraph {
             }
         }
         circles
+    }
+}
+
+/// The path `named` stands for, from the crate root, as written in
+/// `module`.
+fn absolute(module: &[String], named: &NamedPath) -> Vec<String> {
+    let base: &[String] = match named.anchor {
+        Anchor::Root => &[],
+        // A file module's `super` is its parent; `a/mod.rs` is module `a`,
+        // whose `super` is the root too.
+        Anchor::Up(ups) => &module[..module.len().saturating_sub(ups)],
+        Anchor::Here => module,
+    };
+    base.iter().cloned().chain(named.segments.clone()).collect()
+}
+
+/// What each module re-exports: the name, and the path (from the crate
+/// root) it stands for. Globs are not followed.
+struct Reexports(BTreeMap<ModulePath, BTreeMap<String, Vec<String>>>);
+
+impl Reexports {
+    fn of(tree: &SourceTree) -> Self {
+        let mut all: BTreeMap<ModulePath, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+        for (module, (_, text)) in &tree.modules {
+            for named in reexports(text) {
+                let Some(name) = named.segments.last().cloned() else {
+                    continue;
+                };
+                if name == "*" {
+                    continue;
+                }
+                let path = absolute(module, &named);
+                // A relative path that names no module of the crate (an
+                // external crate's item) stays where it is.
+                if named.anchor == Anchor::Here && tree.module_prefix(&path) == module.as_slice() {
+                    continue;
+                }
+                all.entry(module.clone()).or_default().insert(name, path);
+            }
+        }
+        Self(all)
+    }
+
+    /// `path`, with every re-exported name in it replaced by what it stands
+    /// for (a few steps at most: re-exports of re-exports).
+    fn follow(&self, tree: &SourceTree, mut path: Vec<String>) -> Vec<String> {
+        for _ in 0..8 {
+            let module = tree.module_prefix(&path).to_vec();
+            let Some(name) = path.get(module.len()) else {
+                return path;
+            };
+            let Some(source) = self.0.get(&module).and_then(|names| names.get(name)) else {
+                return path;
+            };
+            if *source == path[..=module.len()] {
+                return path;
+            }
+            path = source
+                .iter()
+                .cloned()
+                .chain(path[module.len() + 1..].iter().cloned())
+                .collect();
+        }
+        path
     }
 }
 
@@ -234,6 +300,32 @@ mod tests {
             ("lib.rs", "pub use crate::a::x::X;"),
             ("a/mod.rs", "pub use self::x::X; pub struct P;"),
             ("a/x.rs", "use super::P; use crate::T;"),
+        ]);
+        assert!(circles.is_empty(), "{circles:?}");
+    }
+
+    #[test]
+    fn a_circle_through_a_parents_re_export_is_found() {
+        // `x` names `super::Error`, which `b` re-exports from `error`;
+        // `error` names `x`: the circle is `error <-> x` under `b`.
+        let circles = circles_of(&[
+            ("lib.rs", "mod b;"),
+            ("b/mod.rs", "mod error; mod x; pub use error::Error;"),
+            ("b/error.rs", "pub struct Error(super::x::Cause);"),
+            (
+                "b/x.rs",
+                "pub struct Cause; fn f() -> super::Error { todo!() }",
+            ),
+        ]);
+        assert_eq!(circles, vec![vec!["error".to_owned(), "x".to_owned()]]);
+    }
+
+    #[test]
+    fn a_re_export_of_an_external_item_adds_no_edge() {
+        let circles = circles_of(&[
+            ("lib.rs", "mod a; mod b; pub use std::fmt::Display;"),
+            ("a.rs", "use crate::Display; use crate::b::B;"),
+            ("b.rs", "pub struct B; use crate::Display;"),
         ]);
         assert!(circles.is_empty(), "{circles:?}");
     }

@@ -1,5 +1,6 @@
 //! The paths a module's text names: every `crate::…` and `super::…` path,
-//! with `use` groups (`crate::a::{b, c::d}`) expanded.
+//! with `use` groups (`crate::a::{b, c::d}`) expanded; and the names a
+//! module re-exports (`pub use …`), with the paths they stand for.
 
 /// Where a path starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -8,6 +9,8 @@ pub enum Anchor {
     Root,
     /// `super::` repeated this many times.
     Up(usize),
+    /// The module itself (`self::`, or a path relative to it in a `use`).
+    Here,
 }
 
 /// One named path: its anchor and the segments after it.
@@ -20,7 +23,7 @@ pub struct NamedPath {
 /// Every `crate::` and `super::` path in `text`, comments and string
 /// literals left out.
 pub fn named_paths(text: &str) -> Vec<NamedPath> {
-    let code = strip_comments_and_strings(text);
+    let code = strip_test_modules(&strip_comments_and_strings(text));
     let chars: Vec<char> = code.chars().collect();
     let mut found = Vec::new();
     let mut i = 0;
@@ -31,6 +34,7 @@ pub fn named_paths(text: &str) -> Vec<NamedPath> {
                 let mut parser = Parser {
                     chars: &chars,
                     at: after,
+                    glob: false,
                 };
                 for segments in parser.tail() {
                     found.push(NamedPath {
@@ -50,6 +54,7 @@ pub fn named_paths(text: &str) -> Vec<NamedPath> {
                 let mut parser = Parser {
                     chars: &chars,
                     at: after,
+                    glob: false,
                 };
                 for segments in parser.tail() {
                     found.push(NamedPath {
@@ -64,6 +69,72 @@ pub fn named_paths(text: &str) -> Vec<NamedPath> {
         i += 1;
     }
     found
+}
+
+/// Every path a `pub use` (of any visibility but private) of `text`
+/// re-exports, anchored where it starts: its last segment is the name it is
+/// re-exported under (renames are not followed), `*` for a glob.
+pub fn reexports(text: &str) -> Vec<NamedPath> {
+    let code = strip_test_modules(&strip_comments_and_strings(text));
+    let chars: Vec<char> = code.chars().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts_word = i == 0 || !is_ident(chars[i - 1]);
+        let Some(after_pub) = starts_word.then(|| word_at(&chars, i, "pub")).flatten() else {
+            i += 1;
+            continue;
+        };
+        let mut at = skip_space(&chars, after_pub);
+        if chars.get(at) == Some(&'(') {
+            while at < chars.len() && chars[at] != ')' {
+                at += 1;
+            }
+            at = skip_space(&chars, at + 1);
+        }
+        let Some(after_use) = word_at(&chars, at, "use") else {
+            i = after_pub;
+            continue;
+        };
+        let mut at = skip_space(&chars, after_use);
+        let mut anchor = Anchor::Here;
+        if let Some(after) = keyword_then_colons(&chars, at, "crate") {
+            anchor = Anchor::Root;
+            at = after;
+        } else if let Some(after) = keyword_then_colons(&chars, at, "self") {
+            at = after;
+        } else if let Some(mut after) = keyword_then_colons(&chars, at, "super") {
+            let mut ups = 1;
+            while let Some(next) = keyword_then_colons(&chars, after, "super") {
+                ups += 1;
+                after = next;
+            }
+            anchor = Anchor::Up(ups);
+            at = after;
+        }
+        let mut parser = Parser {
+            chars: &chars,
+            at,
+            glob: true,
+        };
+        for segments in parser.tail() {
+            if !segments.is_empty() {
+                found.push(NamedPath {
+                    anchor: anchor.clone(),
+                    segments,
+                });
+            }
+        }
+        i = parser.at.max(i + 1);
+    }
+    found
+}
+
+/// `word` at `at` as a whole word: the index after it.
+fn word_at(chars: &[char], at: usize, word: &str) -> Option<usize> {
+    let end = at + word.chars().count();
+    let matches = chars.get(at..end)?.iter().copied().eq(word.chars());
+    (matches && !chars.get(end).is_some_and(|c| is_ident(*c))).then_some(end)
 }
 
 fn is_ident(c: char) -> bool {
@@ -97,6 +168,8 @@ fn skip_space(chars: &[char], mut i: usize) -> usize {
 struct Parser<'c> {
     chars: &'c [char],
     at: usize,
+    /// Whether a `*` ends its path with a `*` segment (else with none).
+    glob: bool,
 }
 
 impl Parser<'_> {
@@ -128,7 +201,11 @@ impl Parser<'_> {
             }
             Some('*') => {
                 self.at += 1;
-                vec![Vec::new()]
+                if self.glob {
+                    vec![vec!["*".to_owned()]]
+                } else {
+                    vec![Vec::new()]
+                }
             }
             _ => {
                 let Some(word) = self.ident() else {
@@ -181,6 +258,48 @@ impl Parser<'_> {
             let _ = self.ident();
         }
     }
+}
+
+/// The code without its inline test modules (`#[cfg(test)] mod … { … }`):
+/// tests may look everywhere, as test files may.
+fn strip_test_modules(code: &str) -> String {
+    const MARK: &str = "#[cfg(test)]";
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find(MARK) {
+        let after = &rest[at + MARK.len()..];
+        let body = after.trim_start();
+        let is_module = body.starts_with("mod ") || body.starts_with("pub mod ");
+        let Some(open) = body.find(['{', ';']).filter(|_| is_module) else {
+            out.push_str(&rest[..at + MARK.len()]);
+            rest = after;
+            continue;
+        };
+        out.push_str(&rest[..at]);
+        if body[open..].starts_with(';') {
+            // `#[cfg(test)] mod tests;`: a file the tree leaves out.
+            rest = &body[open + 1..];
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut end = body.len();
+        for (i, c) in body[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &body[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The text with comments removed and string and char literals emptied.
@@ -272,12 +391,17 @@ mod tests {
     use super::*;
 
     fn roots(text: &str) -> Vec<String> {
-        named_paths(text)
+        spelled(named_paths(text))
+    }
+
+    fn spelled(paths: Vec<NamedPath>) -> Vec<String> {
+        paths
             .into_iter()
             .map(|p| {
                 let anchor = match p.anchor {
                     Anchor::Root => "crate".to_owned(),
                     Anchor::Up(n) => vec!["super"; n].join("::"),
+                    Anchor::Here => "self".to_owned(),
                 };
                 std::iter::once(anchor)
                     .chain(p.segments)
@@ -309,6 +433,26 @@ mod tests {
     fn comments_and_strings_name_nothing() {
         let text = "// crate::a::b\n/// [`crate::c`]\nlet s = \"crate::d\"; let r = r#\"crate::e\"#; let c = ':';";
         assert!(roots(text).is_empty(), "{:?}", roots(text));
+    }
+
+    #[test]
+    fn re_exports_are_read_with_their_anchors_and_globs() {
+        let text = "mod error;\npub use error::{BackupError, Category};\npub(crate) use crate::a::B;\npub(super) use self::c::*;\nuse d::E;\npub fn f() {}";
+        assert_eq!(
+            spelled(reexports(text)),
+            [
+                "self::error::BackupError",
+                "self::error::Category",
+                "crate::a::B",
+                "self::c::*"
+            ]
+        );
+    }
+
+    #[test]
+    fn inline_test_modules_name_nothing() {
+        let text = "use crate::a::A;\n#[cfg(test)]\nmod tests {\n    use crate::b::B;\n    fn f() { if true { crate::c::C } }\n}\nfn g() { crate::d::D }";
+        assert_eq!(roots(text), ["crate::a::A", "crate::d::D"]);
     }
 
     #[test]

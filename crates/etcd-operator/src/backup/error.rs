@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use super::incremental::format::EncodeError;
-use super::incremental::segment::SegmentCheckError;
-use super::source::SourceRefusals;
+use super::segment_check::SegmentCheckError;
+use super::segment_format::EncodeError;
+use super::source_refusal::SourceRefusals;
 use super::verify::SnapshotCheckError;
 
 /// What kind of failure a [`BackupError`] is.
@@ -281,7 +281,7 @@ mod tests {
     use std::error::Error as _;
 
     use super::*;
-    use crate::backup::incremental::format::DecodeError;
+    use crate::backup::segment_format::DecodeError;
 
     fn corrupt(reason: Corruption) -> BackupError {
         BackupError::Corrupt {

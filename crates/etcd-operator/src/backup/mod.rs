@@ -31,10 +31,13 @@ mod part_upload;
 mod restore;
 pub mod restore_choice;
 mod retention;
+pub mod segment_check;
+pub mod segment_format;
 /// Cron schedules and freshness (shared with the planner's maintenance).
 pub use crate::cron_schedule as schedule;
 mod snapshot;
 mod source;
+mod source_refusal;
 mod verify;
 pub mod volume_store;
 
@@ -53,7 +56,6 @@ pub use restore_choice::backup_for_restore;
 pub use retention::{RetentionOutcome, Selection, apply_retention, select};
 pub use schedule::{CronSchedule, Freshness, InvalidSchedule, freshness};
 pub use snapshot::{PART_SIZE, SnapshotOptions, TakenBackup, take_backup};
-pub use source::{
-    ProbeError, SnapshotSource, SourceRefusal, SourceRefusals, choose_source, prefer_follower,
-};
+pub use source::{SnapshotSource, choose_source, prefer_follower};
+pub use source_refusal::{ProbeError, SourceRefusal, SourceRefusals};
 pub use verify::{SnapshotCheckError, SnapshotVerifier, TRAILER_LEN, VerifiedSnapshot};

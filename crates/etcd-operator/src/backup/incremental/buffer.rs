@@ -6,10 +6,10 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 
-use super::format::{
+use super::segment::PendingSegment;
+use crate::backup::segment_format::{
     EncodeError, HEADER_LEN, SegmentEvent, SegmentLease, encode_event, encode_lease, new_buffer,
 };
-use super::segment::PendingSegment;
 
 /// Events received but not yet durable.
 #[derive(Debug)]
@@ -121,7 +121,7 @@ impl SegmentBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backup::incremental::format::{
+    use crate::backup::segment_format::{
         EventKind, LEASE_RECORD_LEN, SegmentContents, decode_events, decode_segment,
     };
 

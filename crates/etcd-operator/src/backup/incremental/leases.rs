@@ -14,7 +14,7 @@ use std::time::Duration;
 use etcd_client::Client;
 use futures::{StreamExt, TryStreamExt};
 
-use super::format::{EventKind, SegmentEvent, SegmentLease};
+use crate::backup::segment_format::{EventKind, SegmentEvent, SegmentLease};
 
 /// Longest wait for etcd's answers about the leases of one watch response.
 pub const LEASE_QUERY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -3,7 +3,9 @@
 //! to small segment objects beside the full backups, so that a restore
 //! loses at most about one segment interval of acknowledged writes.
 //!
-//! - [`format`]: the versioned binary encoding of events in a segment.
+//! - [`crate::backup::segment_format`]: the versioned binary encoding of
+//!   events in a segment (beside this module: the errors of the backup
+//!   engine name its errors).
 //! - [`segment`]: segment objects and metadata at the destination.
 //! - [`buffer`]: the segment being filled.
 //! - [`chain`]: the segments after a full backup, linked in order, and the
@@ -24,7 +26,6 @@
 
 pub mod buffer;
 pub mod chain;
-pub mod format;
 pub mod lease_keeper;
 pub mod leases;
 pub mod progress;
@@ -34,11 +35,11 @@ pub mod segment;
 pub mod supervisor;
 pub mod watcher;
 
+pub use super::segment_format::{EventKind, SegmentContents, SegmentEvent, SegmentLease};
 pub use chain::{
     ChainGap, FetchedSegments, GapKind, SegmentChain, delete_chain, fetch_segments, link_segments,
     linked_chain, named_reach, segment_chain, segment_metadata_paths,
 };
-pub use format::{EventKind, SegmentContents, SegmentEvent, SegmentLease};
 pub use progress::IncrementalProgress;
 pub use replay::{ReplayOutcome, replay_segments};
 pub use segment::{SegmentMetadata, load_segment, load_segment_contents};

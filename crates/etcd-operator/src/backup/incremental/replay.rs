@@ -37,10 +37,10 @@
 use etcd_client::{Client, GetOptions, PutOptions, Txn, TxnOp};
 
 use super::chain::SegmentChain;
-use super::format::{EventKind, SegmentEvent};
 pub(crate) use super::lease_keeper::LeaseKeeper;
 use super::replay_leases::{PutLease, ReplayLeases};
 use super::segment::load_segment_contents;
+use crate::backup::segment_format::{EventKind, SegmentEvent};
 use crate::backup::{BackupError, BackupStore};
 
 /// What a replay did.

@@ -18,9 +18,9 @@ use std::collections::{HashMap, HashSet};
 
 use etcd_client::{Client, LeaseGrantOptions};
 
-use super::format::SegmentLease;
 use super::lease_keeper::LeaseKeeper;
 use crate::backup::BackupError;
+use crate::backup::segment_format::SegmentLease;
 
 /// The shortest TTL (seconds) a lease gets when the chain does not know
 /// its own.

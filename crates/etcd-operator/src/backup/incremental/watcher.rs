@@ -54,11 +54,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::buffer::SegmentBuffer;
 use super::chain::{ChainGap, GapKind, segment_chain};
-use super::format::{EventKind, SegmentEvent};
 use super::leases::{KnownLeases, granted_ttls, new_leases};
 use super::progress::{IncrementalProgress, SupersededChain, answer_within};
 use super::segment::{PendingSegment, SegmentMetadata, base_name, store_segment};
 use crate::backup::restore::sealed_like_store;
+use crate::backup::segment_format::{EventKind, SegmentEvent};
 use crate::backup::{
     BackupError, BackupMetadata, BackupStore, SnapshotOptions, TakenBackup, list_backups,
     take_backup,
@@ -793,7 +793,7 @@ impl Segments {
         &mut self,
         event: &SegmentEvent,
         now: DateTime<Utc>,
-    ) -> Result<(), super::format::EncodeError> {
+    ) -> Result<(), crate::backup::segment_format::EncodeError> {
         self.buffer.push(event, now)?;
         self.opened.get_or_insert_with(Instant::now);
         Ok(())
