@@ -12,9 +12,11 @@
 //!
 //! A circle is a set of siblings that reach each other: `a -> c -> a`.
 
+mod figures;
 mod graph;
 mod paths;
 mod tree;
 
+pub use figures::{CodeFigures, FunctionLength};
 pub use graph::{Circle, Edge, ImportGraph};
 pub use tree::SourceTree;
