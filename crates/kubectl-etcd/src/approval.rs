@@ -4,7 +4,7 @@
 //! rules of `RecoverySpec`: `approvedIncarnation` always, and for a
 //! survivor also `approvedSurvivor` with `approvedRevision`).
 
-use etcd_operator::api::{
+use etcd_operator_api::api::{
     BackupSource, ConditionType, EtcdCluster, RecoveryPolicy, RecoverySource,
 };
 use serde_json::{Value, json};
@@ -555,7 +555,7 @@ mod tests {
         let mut c = cluster(json!({}), "no loss of data of a majority is known", "tok-1");
         if let Some(status) = c.status.as_mut() {
             status.conditions[0].status = "False".into();
-            status.phase = Some(etcd_operator::api::Phase::Running);
+            status.phase = Some(etcd_operator_api::api::Phase::Running);
         }
         let Decision::Nothing { why, .. } = decide(&c, None) else {
             panic!("{:?}", decide(&c, None));

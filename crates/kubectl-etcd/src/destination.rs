@@ -1,6 +1,6 @@
 //! A backup destination from the command line's flags (pure).
 
-use etcd_operator::api::{
+use etcd_operator_api::api::{
     AzureDestination, BackupDestination, BackupEncryption, DEFAULT_ENCRYPTION_KEY, GcsDestination,
     LocalDestination, S3Destination, VolumeClaimDestination,
 };

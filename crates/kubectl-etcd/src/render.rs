@@ -2,7 +2,7 @@
 //! in one [`Report`], printed as one screen of text or as a stable JSON
 //! document (`-o json`, its fields only ever added to).
 
-use etcd_operator::api::{EtcdCluster, MemberRole};
+use etcd_operator_api::api::{EtcdCluster, MemberRole};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
@@ -247,10 +247,9 @@ fn recovery(cluster: &EtcdCluster, name: &str) -> RecoveryReport {
             next: Some(next),
         },
         Decision::Nothing { why, next } => {
-            let lost = cluster
-                .status
-                .as_ref()
-                .is_some_and(|s| s.is_true(etcd_operator::api::ConditionType::MajorityDataLost));
+            let lost = cluster.status.as_ref().is_some_and(|s| {
+                s.is_true(etcd_operator_api::api::ConditionType::MajorityDataLost)
+            });
             RecoveryReport {
                 state: if lost { "Blocked" } else { "None" }.to_string(),
                 summary: if lost {
@@ -601,7 +600,7 @@ mod tests {
     fn a_majority_loss_shows_the_approval_it_needs() {
         let mut cluster = healthy();
         if let Some(status) = cluster.status.as_mut() {
-            status.phase = Some(etcd_operator::api::Phase::MajorityDataLost);
+            status.phase = Some(etcd_operator_api::api::Phase::MajorityDataLost);
             status.conditions.push(serde_json::from_value(json!({
                 "type": "MajorityDataLost", "status": "True", "reason": "MajorityDataLost",
                 "lastTransitionTime": "2026-12-01T10:00:00Z",

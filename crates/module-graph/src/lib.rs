@@ -14,9 +14,11 @@
 
 mod figures;
 mod graph;
+mod manifest;
 mod paths;
 mod tree;
 
 pub use figures::{CodeFigures, FunctionLength};
 pub use graph::{Circle, Edge, ImportGraph};
+pub use manifest::workspace_dependencies;
 pub use tree::SourceTree;

@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 
 use std::path::Path;
 
-use etcd_operator::api::{BackupDestination, LocalDestination, S3Destination};
 use etcd_operator::backup::{
     BackupError, BackupErrorCategory, BackupStore, BackupWriter, PART_SIZE, SnapshotOptions,
     TakenBackup, apply_retention, download_backup, keys, list_backups, take_backup, verify_backup,
 };
+use etcd_operator_api::api::{BackupDestination, LocalDestination, S3Destination};
 use object_store::{ObjectStoreExt, PutPayload};
 
 use crate::etcd_data::{count_under, incompressible};

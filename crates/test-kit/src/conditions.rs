@@ -3,7 +3,7 @@
 //! [`Harness`](crate::e2e::Harness).
 
 #[cfg(feature = "operator")]
-use etcd_operator::api::EtcdClusterStatus;
+use etcd_operator_api::api::EtcdClusterStatus;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::DynamicObject;
 use serde_json::Value;

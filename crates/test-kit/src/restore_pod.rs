@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 #[cfg(feature = "operator")]
-use etcd_operator::api::{BackupSource, EtcdCluster, EtcdClusterSpec};
+use etcd_operator_api::api::{BackupSource, EtcdCluster, EtcdClusterSpec};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use sha2::{Digest, Sha256};
 

@@ -21,49 +21,14 @@
 //! Clients that use `<cluster>-client-tls` reload it between the steps
 //! (a Pod mounting the Secret sees the new files within a minute).
 
-use std::fmt;
-
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use chrono::{DateTime, Utc};
 
+pub use crate::api::CaRotationStep;
+
 use super::facts::CertificateFacts;
 use super::{CertificateAuthority, RenewalPolicy, TlsError, trust_bundle};
-
-/// One step of a CA rotation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum CaRotationStep {
-    /// A new CA trusted beside the current one, signing nothing yet.
-    TrustNewCa,
-    /// The new CA signs every certificate; the old one is still trusted.
-    SignWithNewCa,
-    /// The old CA is no longer trusted.
-    RetireOldCa,
-}
-
-impl CaRotationStep {
-    /// The step in words, for status and Events.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Self::TrustNewCa => "trusting a new CA beside the current one",
-            Self::SignWithNewCa => "issuing every certificate from the new CA",
-            Self::RetireOldCa => "no longer trusting the old CA",
-        }
-    }
-}
-
-impl fmt::Display for CaRotationStep {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
-            Self::TrustNewCa => "TrustNewCa",
-            Self::SignWithNewCa => "SignWithNewCa",
-            Self::RetireOldCa => "RetireOldCa",
-        };
-        f.write_str(name)
-    }
-}
 
 /// The CAs of a cluster: the one that signs, and during a rotation the
 /// one coming in (trusted, not signing yet) or the one going out (trusted,

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use etcd_operator::api::EtcdCluster;
+use etcd_operator_api::api::EtcdCluster;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use etcd_operator::api::{
+use etcd_operator_api::api::{
     BackupDestination, BackupPhase, EtcdBackup, EtcdBackupSchedule, EtcdBackupSpec,
 };
 use kube::Api;

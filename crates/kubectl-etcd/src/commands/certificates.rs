@@ -1,7 +1,7 @@
 //! `kubectl etcd renew-certificates|rotate-ca <cluster>`: the request
 //! annotations of a TLS cluster, with the time as a new value.
 
-use etcd_operator::api::{RENEW_CERTIFICATES_ANNOTATION, ROTATE_CA_ANNOTATION};
+use etcd_operator_api::api::{RENEW_CERTIFICATES_ANNOTATION, ROTATE_CA_ANNOTATION};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
@@ -17,7 +17,7 @@ pub enum Request {
 
 pub async fn run(target: &Target, name: &str, request: Request) -> Result<(), Failure> {
     let cluster = get_cluster(target, name).await?;
-    if !etcd_operator::api::transport_choice::recorded(&cluster).serves_tls() {
+    if !etcd_operator_api::api::transport_choice::recorded(&cluster).serves_tls() {
         return Err(Failure::new(
             format!("{name} serves plain HTTP: it has no certificates"),
             "turn TLS on first: set `spec.tls: {builtIn: {}}` and wait for status.transport to read Tls (docs/security.md)",

@@ -10,7 +10,7 @@ mod restore;
 mod status;
 mod wait;
 
-use etcd_operator::api::EtcdCluster;
+use etcd_operator_api::api::EtcdCluster;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 

@@ -3,7 +3,7 @@
 //! the backups of another (`spec.bootstrap.fromBackup`), shaped like that
 //! cluster when it still exists.
 
-use etcd_operator::api::{BackupSource, BootstrapSpec, EtcdCluster, EtcdClusterSpec};
+use etcd_operator_api::api::{BackupSource, BootstrapSpec, EtcdCluster, EtcdClusterSpec};
 use kube::Api;
 use kube::api::PostParams;
 
@@ -96,7 +96,7 @@ fn new_spec(
     args: &RestoreArgs,
     namespace: &str,
     from_namespace: &str,
-    destination: etcd_operator::api::BackupDestination,
+    destination: etcd_operator_api::api::BackupDestination,
 ) -> EtcdClusterSpec {
     let mut spec = old.map(|c| c.spec.clone()).unwrap_or_default();
     spec.paused = false;

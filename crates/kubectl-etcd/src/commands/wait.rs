@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use etcd_operator::api::ConditionType;
+use etcd_operator_api::api::ConditionType;
 
 use super::get_cluster;
 use crate::connect::Target;

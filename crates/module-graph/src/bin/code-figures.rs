@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use module_graph::{CodeFigures, ImportGraph, SourceTree};
+use module_graph::{CodeFigures, ImportGraph, SourceTree, workspace_dependencies};
 
 const LONG_FILE: usize = 600;
 const LONG_FUNCTION: usize = 100;
@@ -96,26 +96,4 @@ fn crate_name(krate: &Path) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// The workspace crates in the `[dependencies]` of `krate`'s manifest.
-fn workspace_dependencies(krate: &Path, names: &BTreeSet<String>) -> std::io::Result<Vec<String>> {
-    let manifest = std::fs::read_to_string(krate.join("Cargo.toml"))?;
-    let mut in_dependencies = false;
-    let mut found = Vec::new();
-    for line in manifest.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_dependencies = line == "[dependencies]";
-            continue;
-        }
-        if !in_dependencies {
-            continue;
-        }
-        let key = line.split(['=', '.', ' ']).next().unwrap_or_default();
-        if names.contains(key) {
-            found.push(key.to_owned());
-        }
-    }
-    Ok(found)
 }

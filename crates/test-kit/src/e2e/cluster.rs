@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use etcd_client::{GetOptions, PutOptions};
-use etcd_operator::api::{EtcdClusterStatus, MemberRole};
+use etcd_operator_api::api::{EtcdClusterStatus, MemberRole};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -258,7 +258,7 @@ impl Harness {
         claim: &str,
         path: Option<&str>,
     ) -> TestResult {
-        let backups: Api<etcd_operator::api::EtcdBackup> =
+        let backups: Api<etcd_operator_api::api::EtcdBackup> =
             Api::namespaced(self.client.clone(), &self.namespace);
         let mut destination = json!({ "claimName": claim });
         if let Some(path) = path {
@@ -286,7 +286,7 @@ impl Harness {
     pub async fn create_claim(&self, name: &str) -> TestResult {
         self.create_claim_labelled(
             name,
-            json!({ etcd_operator::api::BACKUP_CLAIM_MARKER_LABEL: "true" }),
+            json!({ etcd_operator_api::api::BACKUP_CLAIM_MARKER_LABEL: "true" }),
         )
         .await
     }
@@ -439,7 +439,7 @@ mod tests {
     fn the_member_pod_label_is_the_operators_ordinal_label() {
         assert_eq!(
             crate::member_pods::MEMBER_POD_LABEL,
-            etcd_operator::api::identity::ORDINAL_LABEL
+            etcd_operator_api::api::identity::ORDINAL_LABEL
         );
     }
 }

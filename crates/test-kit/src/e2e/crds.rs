@@ -16,7 +16,7 @@ use crate::poll::wait_for;
 /// established.
 pub(super) async fn install(client: &Client, manager: &str) -> TestResult {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in etcd_operator::api::crds() {
+    for crd in etcd_operator_api::api::crds() {
         crds.patch(
             &crd.name_any(),
             &PatchParams::apply(manager).force(),
@@ -24,7 +24,7 @@ pub(super) async fn install(client: &Client, manager: &str) -> TestResult {
         )
         .await?;
     }
-    let crd = etcd_operator::api::crd();
+    let crd = etcd_operator_api::api::crd();
     wait_for(
         "the CRD to be established",
         Duration::from_secs(30),

@@ -25,7 +25,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use etcd_lab::Lab;
-use etcd_operator::api::EtcdCluster;
+use etcd_operator_api::api::EtcdCluster;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};

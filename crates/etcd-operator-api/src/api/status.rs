@@ -172,7 +172,7 @@ pub struct CaRotationStatus {
     /// `SignWithNewCa` or `RetireOldCa`; none once the last is taken and
     /// the members restart onto the new CA alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_step: Option<crate::tls::CaRotationStep>,
+    pub next_step: Option<super::CaRotationStep>,
     /// That step in words.
     pub message: String,
 }

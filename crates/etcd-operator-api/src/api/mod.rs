@@ -9,6 +9,7 @@
 mod backup;
 mod backup_schedule;
 mod bootstrap;
+mod ca_rotation;
 mod cluster;
 mod crd;
 pub mod identity;
@@ -37,6 +38,7 @@ pub use backup_schedule::{
     IncrementalBackup, IncrementalBackupStatus,
 };
 pub use bootstrap::{BackupSource, BootstrapSpec};
+pub use ca_rotation::CaRotationStep;
 pub use cluster::{EtcdCluster, EtcdClusterSpec};
 pub use crd::{CrdError, crd, crd_yaml, crds, crds_yaml};
 pub use maintenance::{DefragSpec, MaintenanceSpec};
