@@ -171,18 +171,18 @@ fn confirmed(cx: &Context<'_>, named: &[MemberId]) -> Result<Confirmation, Strin
                     "{name}'s keyspace hash at revision {revision} is the majority's"
                 ));
             }
-            (Some(Agreement::Unknown(why)), true) => match down_since(cx, voter) {
-                Some(seen) => differing.push((voter.id, seen)),
-                None => {
+            (unknown @ (Some(Agreement::Unknown(_)) | None), true) => {
+                let Some(seen) = down_since(cx, voter) else {
+                    let why = match unknown {
+                        Some(Agreement::Unknown(why)) => why.as_str(),
+                        _ => "it was not asked",
+                    };
                     return Err(format!(
                         "{name}'s keyspace hash at revision {revision} could not be compared: {why}"
                     ));
-                }
-            },
-            (None, true) => match down_since(cx, voter) {
-                Some(seen) => differing.push((voter.id, seen)),
-                None => return Err(format!("{name}'s keyspace hash was not asked")),
-            },
+                };
+                differing.push((voter.id, seen));
+            }
         }
     }
     let voters = cx.membership.voter_count();
